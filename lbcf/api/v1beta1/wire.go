@@ -1,0 +1,104 @@
+package v1beta1
+
+// APIVersion is the apiVersion string of every v1beta1 object.
+const APIVersion = "lbcf.tkestack.io/v1beta1"
+
+// SystemDriverPrefix marks shared ("system") drivers and LoadBalancers: objects whose name starts with
+// it live in kube-system and may be used from other namespaces.
+const SystemDriverPrefix = "lbcf-"
+
+// SystemNamespace is where shared drivers and LoadBalancers live.
+const SystemNamespace = "kube-system"
+
+// Labels. Keep byte-for-byte: objects created by the original LBCF carry them.
+const (
+	// DriverDrainingLabel on a LoadBalancerDriver ("true", case-insensitive) is required before
+	// deletion; draining drivers refuse new LoadBalancers and BackendGroups.
+	DriverDrainingLabel = "lbcf.tkestack.io/driver-draining"
+	// LabelDriverName is set on BackendRecords to the driver name.
+	LabelDriverName = "lbcf.tkestack.io/lb-driver"
+	// LabelLBName is set on BackendRecords to the LoadBalancer name, and on BackendGroups (by the
+	// mutating webhook) to the first LoadBalancer.
+	LabelLBName = "lbcf.tkestack.io/lb-name"
+	// LabelLBNamePrefix + <lbName> = "True" is set on BackendGroups, one per LoadBalancer.
+	LabelLBNamePrefix = "name.lb.lbcf.tkestack.io/"
+	// LabelGroupName is set on BackendRecords to the owning BackendGroup.
+	LabelGroupName = "lbcf.tkestack.io/backend-group"
+	// LabelServiceName is set on service-type BackendRecords.
+	LabelServiceName = "lbcf.tkestack.io/backend-service"
+	// LabelPodName is set on pod-type BackendRecords.
+	LabelPodName = "lbcf.tkestack.io/backend-pod"
+	// LabelStaticAddr is set on static BackendRecords (the original documented it but never set it);
+	// its value is the address when that is a valid label value, otherwise a hash. Never rely on it.
+	LabelStaticAddr = "lbcf.tkestack.io/backend-static-addr"
+	// LabelDoNotDelete on a LoadBalancer or BackendGroup (any value) blocks deletion in admission.
+	LabelDoNotDelete = "lbcf.tkestack.io/do-not-delete"
+
+	// LabelBindDriver, LabelBindName, LabelBindLB and LabelBindPod are set on BackendRecords owned by
+	// a Bind (lbcf.tkestack.io/v1). Bind is out of scope; the strings are kept for recognition.
+	LabelBindDriver = "lbcf.tkestack.io/driver"
+	LabelBindName   = "lbcf.tkestack.io/bind"
+	LabelBindLB     = "lbcf.tkestack.io/lb"
+	LabelBindPod    = "lbcf.tkestack.io/pod"
+)
+
+// Finalizers.
+const (
+	// FinalizerDeleteLB is on every LoadBalancer until deleteLoadBalancer succeeded.
+	// The "load-load" typo is part of the wire format.
+	FinalizerDeleteLB = "lbcf.tkestack.io/delete-load-loadbalancer"
+	// FinalizerDeregisterBackend is on every BackendRecord until deregisterBackend succeeded.
+	FinalizerDeregisterBackend = "lbcf.tkestack.io/deregister-backend"
+	// FinalizerDeregisterBackendGroup is defined by the original and unused.
+	FinalizerDeregisterBackendGroup = "lbcf.tkestack.io/deregister-backend-group"
+)
+
+// Annotations.
+const (
+	// AnnotationValidationPolicy on a BackendGroup with value ValidationPolicyOptional lets a
+	// referenced LoadBalancer be missing at admission time.
+	AnnotationValidationPolicy = "lbcf.tkestack.io/validation-policy"
+	ValidationPolicyOptional   = "optional"
+)
+
+// lbfed additions.
+const (
+	// LabelCluster is set on control-plane BackendRecords to the member cluster the backend lives in.
+	LabelCluster = "lbfed.io/cluster"
+	// ParamCluster is added to a federated backend's parameters so that drivers know the member
+	// cluster of each backend (BFE maps it to a sub-cluster).
+	ParamCluster = "lbfed.io/cluster"
+	// ParamWeight is the conventional per-backend weight parameter (tkestack/web sets it).
+	ParamWeight = "weight"
+)
+
+// ConditionStatus is the status of an LBCF condition.
+type ConditionStatus string
+
+// Condition statuses.
+const (
+	ConditionTrue    ConditionStatus = "True"
+	ConditionFalse   ConditionStatus = "False"
+	ConditionUnknown ConditionStatus = "Unknown"
+)
+
+// ConditionReason is a machine-readable reason of an LBCF condition.
+type ConditionReason string
+
+// Condition reasons.
+const (
+	// ReasonOperationInProgress is emitted correctly spelled; readers also accept
+	// ReasonOperationInProgressLegacy, the original's typo'd string.
+	ReasonOperationInProgress       ConditionReason = "OperationInProgress"
+	ReasonOperationInProgressLegacy ConditionReason = "OperationInProgres"
+	ReasonOperationFailed           ConditionReason = "OperationFailed"
+	ReasonInvalidResponse           ConditionReason = "InvalidResponse"
+)
+
+// IsOperationInProgress reports whether r is the in-progress reason in either spelling.
+func (r ConditionReason) IsOperationInProgress() bool {
+	return r == ReasonOperationInProgress || r == ReasonOperationInProgressLegacy
+}
+
+// String returns the reason string.
+func (r ConditionReason) String() string { return string(r) }
