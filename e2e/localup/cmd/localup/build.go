@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/lbfed/lbfed/e2e/localup/binaries"
+)
+
+func init() {
+	commands = append(commands, command{
+		name:  "build",
+		short: "build the pinned etcd, Kubernetes, Karmada and kwok binaries that are missing",
+		run:   runBuild,
+	})
+}
+
+func runBuild(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	binDir := fs.String("bin-dir", "", "binary cache root (default $"+binaries.EnvBinDir+" or ~/.cache/lbfed/bin)")
+	force := fs.Bool("force", false, "rebuild groups that are already built")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	start := time.Now()
+	results, err := binaries.Build(ctx, binaries.BuildOptions{BinDir: *binDir, Force: *force, Progress: os.Stderr})
+	for _, r := range results {
+		switch {
+		case r.Group == "":
+		case r.Cached:
+			fmt.Printf("%-13s cached   %s\n", r.Group, r.Dir)
+		default:
+			fmt.Printf("%-13s %6.0fs  %s\n", r.Group, r.Duration.Seconds(), r.Dir)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("binaries ready in %.1fs\n", time.Since(start).Seconds())
+	return nil
+}
