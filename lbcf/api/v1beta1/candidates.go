@@ -303,7 +303,7 @@ func (c *Candidates) Decode() ([]Candidate, error) {
 		n := node{name: name}
 		if addrs != "" {
 			for _, a := range strings.Split(addrs, ",") {
-				if len(a) < 3 || a[1] != '=' {
+				if len(a) < 3 || a[1] != '=' || strings.Contains(a, "|") {
 					errs = append(errs, fmt.Errorf("node %d %q: bad address %q", i, s, a))
 					continue
 				}
