@@ -1,0 +1,107 @@
+// Command alteon-sim runs a simulated Radware Alteon HA pair (or a single unit) for tests and
+// demos: the /config REST API on each unit, an L4 data plane on the master, and an out-of-band
+// control API for failover and fault injection (see alteonsim.ControlHandler).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+)
+
+func main() {
+	var (
+		listenA      = flag.String("listen-a", "127.0.0.1:8443", "REST address of unit A (initial master)")
+		listenB      = flag.String("listen-b", "127.0.0.1:8444", "REST address of unit B (initial backup)")
+		control      = flag.String("control", "127.0.0.1:8440", "address of the out-of-band control API (empty: off)")
+		user         = flag.String("user", "admin", "administrator user of both units")
+		passwordFile = flag.String("password-file", "", "file holding the administrator password (default password: admin)")
+		applyDur     = flag.Duration("apply-duration", 200*time.Millisecond, "how long an apply stays in progress")
+		saveDur      = flag.Duration("save-duration", 50*time.Millisecond, "how long a save stays in progress")
+		syncDur      = flag.Duration("sync-duration", 100*time.Millisecond, "how long a config sync stays in progress")
+		autoSync     = flag.Bool("auto-sync", true, "push the configuration to the peer after every apply")
+		backupWrites = flag.String("backup-writes", "accept", "what the backup does with writes: accept, reject or ignore")
+		dataPlane    = flag.Bool("data-plane", true, "forward traffic from applied VIP:port to group members (master only)")
+		hcInterval   = flag.Duration("health-check-interval", 2*time.Second, "TCP health-check period for groups with HealthID tcp (0: off)")
+	)
+	klog.InitFlags(nil)
+	flag.Parse()
+	if err := run(*listenA, *listenB, *control, *user, *passwordFile, *applyDur, *saveDur, *syncDur, *autoSync, *backupWrites, *dataPlane, *hcInterval); err != nil {
+		klog.ErrorS(err, "alteon-sim failed")
+		os.Exit(1)
+	}
+}
+
+func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur, syncDur time.Duration, autoSync bool, backupWrites string, dataPlane bool, hcInterval time.Duration) error {
+	password := "admin"
+	if passwordFile != "" {
+		b, err := os.ReadFile(passwordFile)
+		if err != nil {
+			return fmt.Errorf("read password file: %w", err)
+		}
+		password = string(trimNewline(b))
+	}
+	mode, ok := map[string]alteonsim.BackupWriteMode{"accept": alteonsim.BackupAccept, "reject": alteonsim.BackupReject, "ignore": alteonsim.BackupIgnore}[backupWrites]
+	if !ok {
+		return fmt.Errorf("--backup-writes must be accept, reject or ignore, not %q", backupWrites)
+	}
+	opts := func(name string) alteonsim.Options {
+		return alteonsim.Options{
+			Name: name, User: user, Password: password,
+			ApplyDuration: applyDur, SaveDuration: saveDur, SyncDuration: syncDur,
+			AutoSync: autoSync, BackupWrites: mode, DataPlane: dataPlane, HealthCheckInterval: hcInterval,
+			Logger: klog.Background(),
+		}
+	}
+	pair := alteonsim.NewPair(opts("alteon-a"), opts("alteon-b"))
+	defer pair.Close()
+	urlA, err := pair.A.Start(listenA)
+	if err != nil {
+		return err
+	}
+	klog.InfoS("unit serving", "device", pair.A.Name(), "url", urlA, "role", pair.A.Role())
+	if listenB != "" {
+		urlB, err := pair.B.Start(listenB)
+		if err != nil {
+			return err
+		}
+		klog.InfoS("unit serving", "device", pair.B.Name(), "url", urlB, "role", pair.B.Role())
+	}
+	if control != "" {
+		l, err := net.Listen("tcp", control)
+		if err != nil {
+			return fmt.Errorf("listen control %s: %w", control, err)
+		}
+		srv := &http.Server{Handler: alteonsim.ControlHandler(pair), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				klog.ErrorS(err, "control API stopped")
+			}
+		}()
+		defer srv.Shutdown(context.Background())
+		klog.InfoS("control API serving", "url", "http://"+l.Addr().String())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	klog.InfoS("shutting down")
+	return nil
+}
+
+func trimNewline(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

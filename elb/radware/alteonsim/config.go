@@ -1,0 +1,309 @@
+package alteonsim
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// row is one table row: index values (string or int64, in INDEX order) and the other columns.
+type row struct {
+	idx  []any
+	vals map[string]any
+}
+
+func (r *row) clone() *row {
+	out := &row{idx: append([]any(nil), r.idx...), vals: make(map[string]any, len(r.vals))}
+	for k, v := range r.vals {
+		out.vals[k] = v
+	}
+	return out
+}
+
+func (r *row) str(col string) string {
+	s, _ := r.vals[col].(string)
+	return s
+}
+
+func (r *row) int(col string) int64 {
+	n, _ := r.vals[col].(int64)
+	return n
+}
+
+func (r *row) idxString(i int) string { return fmt.Sprint(r.idx[i]) }
+
+func rowKey(idx []any) string {
+	var b strings.Builder
+	for i, v := range idx {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		switch t := v.(type) {
+		case int64:
+			fmt.Fprintf(&b, "i%d", t)
+		default:
+			fmt.Fprintf(&b, "s%v", t)
+		}
+	}
+	return b.String()
+}
+
+func lessIdx(a, b []any) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		switch x := a[i].(type) {
+		case int64:
+			y, _ := b[i].(int64)
+			if x != y {
+				return x < y
+			}
+		default:
+			xs, ys := fmt.Sprint(a[i]), fmt.Sprint(b[i])
+			if xs != ys {
+				return xs < ys
+			}
+		}
+	}
+	return len(a) < len(b)
+}
+
+// config is one copy of the device configuration (pending, running or flash).
+type config struct {
+	tables map[string]map[string]*row
+}
+
+func newConfig() *config {
+	c := &config{tables: map[string]map[string]*row{}}
+	for name := range stores {
+		c.tables[name] = map[string]*row{}
+	}
+	return c
+}
+
+func (c *config) clone() *config {
+	out := &config{tables: make(map[string]map[string]*row, len(c.tables))}
+	for name, rows := range c.tables {
+		t := make(map[string]*row, len(rows))
+		for k, r := range rows {
+			t[k] = r.clone()
+		}
+		out.tables[name] = t
+	}
+	return out
+}
+
+func (c *config) get(store string, idx []any) *row { return c.tables[store][rowKey(idx)] }
+
+func (c *config) put(store string, r *row) { c.tables[store][rowKey(r.idx)] = r }
+
+// remove deletes a row and, recursively, the rows of child stores under it.
+func (c *config) remove(store string, idx []any) bool {
+	key := rowKey(idx)
+	if _, ok := c.tables[store][key]; !ok {
+		return false
+	}
+	delete(c.tables[store], key)
+	for name, s := range stores {
+		if s.parent != store {
+			continue
+		}
+		for _, child := range c.list(name) {
+			if rowKey(child.idx[:len(idx)]) == key {
+				c.remove(name, child.idx)
+			}
+		}
+	}
+	return true
+}
+
+// list returns the rows of a store in index order.
+func (c *config) list(store string) []*row {
+	out := make([]*row, 0, len(c.tables[store]))
+	for _, r := range c.tables[store] {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return lessIdx(out[i].idx, out[j].idx) })
+	return out
+}
+
+// children lists the rows of store whose leading index values equal prefix.
+func (c *config) children(store string, prefix []any) []*row {
+	var out []*row
+	pk := rowKey(prefix)
+	for _, r := range c.list(store) {
+		if len(r.idx) >= len(prefix) && rowKey(r.idx[:len(prefix)]) == pk {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// equal compares two configurations, optionally ignoring some stores.
+func (c *config) equal(o *config, ignore ...string) bool {
+	for name := range stores {
+		if contains(ignore, name) {
+			continue
+		}
+		if !reflect.DeepEqual(c.tables[name], o.tables[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// diff renders the differences from old to c as stable text lines: "+" added, "-" removed,
+// "~" changed rows.
+func (c *config) diff(old *config) string {
+	names := make([]string, 0, len(stores))
+	for name := range stores {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		seen := map[string]bool{}
+		for _, r := range c.list(name) {
+			k := rowKey(r.idx)
+			seen[k] = true
+			o := old.tables[name][k]
+			switch {
+			case o == nil:
+				fmt.Fprintf(&b, "+ %s %s %s\n", name, idxPath(r.idx), renderVals(r.vals))
+			case !reflect.DeepEqual(o.vals, r.vals):
+				fmt.Fprintf(&b, "~ %s %s %s\n", name, idxPath(r.idx), renderChanges(o.vals, r.vals))
+			}
+		}
+		for _, o := range old.list(name) {
+			if !seen[rowKey(o.idx)] {
+				fmt.Fprintf(&b, "- %s %s\n", name, idxPath(o.idx))
+			}
+		}
+	}
+	return b.String()
+}
+
+func idxPath(idx []any) string {
+	parts := make([]string, len(idx))
+	for i, v := range idx {
+		parts[i] = fmt.Sprint(v)
+	}
+	return strings.Join(parts, "/")
+}
+
+func renderVals(vals map[string]any) string {
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v", k, vals[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func renderChanges(old, cur map[string]any) string {
+	keys := make([]string, 0, len(cur))
+	for k := range cur {
+		if !reflect.DeepEqual(old[k], cur[k]) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v->%v", k, old[k], cur[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// validate runs the cross-object checks the device performs at apply time and returns the
+// messages it would put into AgApplyTable.
+func (c *config) validate(knownHealthIDs map[string]bool) []string {
+	var errs []string
+	for _, rs := range c.list(stRealServer) {
+		if rs.int("State") == 2 && rs.str("IpAddr") == "0.0.0.0" {
+			errs = append(errs, fmt.Sprintf("Real server %s: IP address is not configured.", rs.idxString(0)))
+		}
+	}
+	for _, g := range c.list(stGroup) {
+		name := g.idxString(0)
+		for _, m := range c.children(stGroupMember, g.idx) {
+			if c.get(stRealServer, m.idx[1:2]) == nil {
+				errs = append(errs, fmt.Sprintf("Group %s: real server %s does not exist.", name, m.idxString(1)))
+			}
+		}
+		if hid := g.str("HealthID"); hid != "" && !knownHealthIDs[strings.ToLower(hid)] {
+			errs = append(errs, fmt.Sprintf("Group %s: health check %s does not exist.", name, hid))
+		}
+		if b := g.str("BackupServer"); b != "" && c.get(stRealServer, []any{b}) == nil {
+			errs = append(errs, fmt.Sprintf("Group %s: backup real server %s does not exist.", name, b))
+		}
+		if b := g.str("BackupGroup"); b != "" && c.get(stGroup, []any{b}) == nil {
+			errs = append(errs, fmt.Sprintf("Group %s: backup group %s does not exist.", name, b))
+		}
+	}
+	type listenKey struct {
+		ip   string
+		port int64
+		udp  bool
+	}
+	used := map[listenKey]string{}
+	for _, svc := range c.list(stVirtService) {
+		vsName, idx := svc.idxString(0), svc.idx[1]
+		vs := c.get(stVirtServer, svc.idx[:1])
+		grp := svc.str("RealGroup")
+		switch {
+		case grp == "":
+			errs = append(errs, fmt.Sprintf("Virtual server %s service %v: no real server group configured.", vsName, idx))
+		case c.get(stGroup, []any{grp}) == nil:
+			errs = append(errs, fmt.Sprintf("Virtual server %s service %v: group %s does not exist.", vsName, idx, grp))
+		}
+		if vs == nil || vs.int("VirtServerState") != 2 {
+			continue
+		}
+		ip := vs.str("VirtServerIpAddress")
+		if ip == "0.0.0.0" {
+			errs = append(errs, fmt.Sprintf("Virtual server %s: IP address is not configured.", vsName))
+			continue
+		}
+		for _, k := range listenKeys(ip, svc) {
+			lk := listenKey{k.ip, k.port, k.udp}
+			if other, ok := used[lk]; ok {
+				errs = append(errs, fmt.Sprintf("Virtual server %s service %v: duplicate virtual IP/port %s:%d, already used by %s.", vsName, idx, ip, k.port, other))
+				continue
+			}
+			used[lk] = fmt.Sprintf("%s/%v", vsName, idx)
+		}
+	}
+	return errs
+}
+
+type listenSpec struct {
+	ip   string
+	port int64
+	udp  bool
+}
+
+// listenKeys lists the transport endpoints a virtual service occupies.
+func listenKeys(ip string, svc *row) []listenSpec {
+	port := svc.int("VirtPort")
+	switch svc.int("UDPBalance") {
+	case 2: // udp
+		return []listenSpec{{ip, port, true}}
+	case 5: // tcpAndUdp
+		return []listenSpec{{ip, port, false}, {ip, port, true}}
+	default:
+		return []listenSpec{{ip, port, false}}
+	}
+}
