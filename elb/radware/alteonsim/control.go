@@ -140,13 +140,13 @@ func ControlHandler(p *Pair) http.Handler {
 }
 
 var faultKinds = map[string]FaultKind{
-	"latency":         FaultLatency,
-	"status":          FaultStatus,
-	"unauthorized":    FaultUnauthorized,
-	"errorok":         FaultErrorOK,
-	"reset":           FaultReset,
-	"resetafter":      FaultResetAfter,
-	"emptybody":       FaultEmptyBody,
-	"malformedjson":   FaultMalformedJSON,
+	"latency":          FaultLatency,
+	"status":           FaultStatus,
+	"unauthorized":     FaultUnauthorized,
+	"errorok":          FaultErrorOK,
+	"reset":            FaultReset,
+	"resetafter":       FaultResetAfter,
+	"emptybody":        FaultEmptyBody,
+	"malformedjson":    FaultMalformedJSON,
 	"numbersasstrings": FaultNumbersAsStrings,
 }

@@ -41,7 +41,7 @@ type dataPlane struct {
 	bindErrs  map[listenSpec]error
 	conns     map[net.Conn]struct{}
 	rr        map[string]map[string]int64 // group -> member -> current weight (smooth WRR)
-	open   map[string]int              // real server -> open connections
+	open      map[string]int              // real server -> open connections
 	served    map[string]int              // real server -> connections forwarded so far
 	health    map[string]bool             // real server -> last health check result
 	hcEvery   time.Duration
@@ -59,7 +59,7 @@ func newDataPlane(log logr.Logger, hcEvery time.Duration) *dataPlane {
 		bindErrs:  map[listenSpec]error{},
 		conns:     map[net.Conn]struct{}{},
 		rr:        map[string]map[string]int64{},
-		open:   map[string]int{},
+		open:      map[string]int{},
 		served:    map[string]int{},
 		health:    map[string]bool{},
 		hcEvery:   hcEvery,

@@ -22,7 +22,7 @@ const (
 type column struct {
 	name     string
 	kind     colKind
-	min, max int64           // integer range, or DisplayString length range
+	min, max int64            // integer range, or DisplayString length range
 	valid    func(int64) bool // extra integer check (e.g. VirtPort 1 or 9..65534)
 	enum     map[int64]string
 	def      any  // default of a new row (int64 or string); nil means "0" / ""
@@ -211,7 +211,9 @@ func init() {
 	}
 }
 
-func strCol(name string, min, max int64) column { return column{name: name, kind: kindString, min: min, max: max} }
+func strCol(name string, min, max int64) column {
+	return column{name: name, kind: kindString, min: min, max: max}
+}
 func intCol(name string, min, max int64, def int64) column {
 	return column{name: name, kind: kindInt, min: min, max: max, def: def}
 }

@@ -153,9 +153,9 @@ func TestTablesCRUD(t *testing.T) {
 	_, c := startDevice(t, Options{})
 
 	c.ok("POST", "/SlbNewCfgEnhRealServerTable/rs-a", `{"IpAddr":"10.0.0.11","State":2,"Type":1}`)
-	c.ok("PUT", "/SlbNewCfgEnhRealServerTable/rs-a", `{"Weight":7}`) // PUT updates
+	c.ok("PUT", "/SlbNewCfgEnhRealServerTable/rs-a", `{"Weight":7}`)           // PUT updates
 	c.ok("PUT", "/SlbNewCfgEnhRealServerTable/rs-b", `{"IpAddr":"10.0.0.12"}`) // PUT creates
-	c.ok("POST", "/SlbNewCfgEnhRealServerTable/rs-b", `{"Weight":3}`) // POST on an existing row updates
+	c.ok("POST", "/SlbNewCfgEnhRealServerTable/rs-b", `{"Weight":3}`)          // POST on an existing row updates
 	c.ok("POST", "/SlbNewCfgEnhRealServPortTable/rs-a/1", `{"RealPort":30080}`)
 
 	rows := c.rows("/SlbNewCfgEnhRealServerTable/rs-a")
@@ -675,7 +675,10 @@ func TestRecording(t *testing.T) {
 func TestHARoles(t *testing.T) {
 	g := NewWithT(t)
 	p, a, b := startPair(t, Options{}, Options{})
-	role := func(c *client) string { _, m := c.json("GET", "?prop=vrrpInfoHAState,haCurCfgMode", ""); return fmt.Sprint(m["vrrpInfoHAState"]) }
+	role := func(c *client) string {
+		_, m := c.json("GET", "?prop=vrrpInfoHAState,haCurCfgMode", "")
+		return fmt.Sprint(m["vrrpInfoHAState"])
+	}
 	g.Expect(role(a)).To(Equal("master"))
 	g.Expect(role(b)).To(Equal("backup"))
 	g.Expect(a.scalar("haCurCfgMode")).To(Equal("3"), "switch HA mode")
