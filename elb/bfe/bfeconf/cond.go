@@ -1,0 +1,291 @@
+package bfeconf
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// argKind is the type of a condition primitive argument.
+type argKind int
+
+const (
+	argString argKind = iota
+	argBool
+)
+
+func (k argKind) String() string {
+	if k == argBool {
+		return "BOOL"
+	}
+	return "STRING"
+}
+
+// primitives are BFE's request-phase condition primitives with their argument types (BFE
+// bfe_basic/condition/parser). Response- and session-phase primitives are left out on purpose: route
+// rules are evaluated on requests.
+var primitives = map[string][]argKind{
+	"default_t":                  nil,
+	"req_cip_trusted":            nil,
+	"req_vip_in":                 {argString},
+	"req_proto_match":            {argString},
+	"req_proto_secure":           nil,
+	"req_host_in":                {argString},
+	"req_host_regmatch":          {argString},
+	"req_host_tag_in":            {argString},
+	"req_host_suffix_in":         {argString},
+	"req_path_in":                {argString, argBool},
+	"req_path_prefix_in":         {argString, argBool},
+	"req_path_suffix_in":         {argString, argBool},
+	"req_path_contain":           {argString, argBool},
+	"req_path_regmatch":          {argString},
+	"req_path_element_prefix_in": {argString, argBool},
+	"req_query_key_prefix_in":    {argString},
+	"req_query_key_in":           {argString},
+	"req_query_exist":            nil,
+	"req_query_value_in":         {argString, argString, argBool},
+	"req_query_value_prefix_in":  {argString, argString, argBool},
+	"req_query_value_suffix_in":  {argString, argString, argBool},
+	"req_query_value_regmatch":   {argString, argString},
+	"req_query_value_contain":    {argString, argString, argBool},
+	"req_url_regmatch":           {argString},
+	"req_cookie_key_in":          {argString},
+	"req_cookie_value_in":        {argString, argString, argBool},
+	"req_cookie_value_prefix_in": {argString, argString, argBool},
+	"req_cookie_value_suffix_in": {argString, argString, argBool},
+	"req_cookie_value_contain":   {argString, argString, argBool},
+	"req_port_in":                {argString},
+	"req_ua_regmatch":            {argString},
+	"req_header_key_in":          {argString},
+	"req_header_value_in":        {argString, argString, argBool},
+	"req_header_value_prefix_in": {argString, argString, argBool},
+	"req_header_value_suffix_in": {argString, argString, argBool},
+	"req_header_value_regmatch":  {argString, argString},
+	"req_header_value_contain":   {argString, argString, argBool},
+	"req_method_in":              {argString},
+	"req_cip_range":              {argString, argString},
+	"req_vip_range":              {argString, argString},
+}
+
+// CheckCond parses a route condition expression and checks every primitive's name and argument
+// types, as BFE does when it loads route_rule.data. Grammar:
+//
+//	expr    = and { "||" and }
+//	and     = unary { "&&" unary }
+//	unary   = "!" unary | "(" expr ")" | call
+//	call    = ident "(" [ arg { "," arg } ] ")"
+//	arg     = string-literal | "true" | "false"
+//
+// BFE also allows bare identifiers that refer to named conditions; this driver never defines any, so
+// they are rejected.
+func CheckCond(cond string) error {
+	p := &condParser{src: cond}
+	p.next()
+	if p.tok.kind == tokEOF {
+		return fmt.Errorf("[1:1 empty condition]")
+	}
+	if err := p.expr(); err != nil {
+		return err
+	}
+	if p.tok.kind != tokEOF {
+		return p.errorf("syntax error")
+	}
+	return nil
+}
+
+type tokKind int
+
+const (
+	tokEOF tokKind = iota
+	tokIdent
+	tokString
+	tokAnd
+	tokOr
+	tokNot
+	tokLParen
+	tokRParen
+	tokComma
+	tokIllegal
+)
+
+type token struct {
+	kind tokKind
+	text string // identifier or unquoted string
+	pos  int    // byte offset of the token
+}
+
+type condParser struct {
+	src string
+	off int
+	tok token
+	err error // scanner error, reported at the next parse step
+}
+
+func (p *condParser) errorf(format string, args ...any) error {
+	if p.err != nil {
+		return p.err
+	}
+	return fmt.Errorf("[1:%d %s]", p.tok.pos+1, fmt.Sprintf(format, args...))
+}
+
+func (p *condParser) next() {
+	for p.off < len(p.src) && strings.IndexByte(" \t\r\n", p.src[p.off]) >= 0 {
+		p.off++
+	}
+	start := p.off
+	if p.off >= len(p.src) {
+		p.tok = token{kind: tokEOF, pos: start}
+		return
+	}
+	c := p.src[p.off]
+	two := ""
+	if p.off+1 < len(p.src) {
+		two = p.src[p.off : p.off+2]
+	}
+	switch {
+	case two == "&&":
+		p.off += 2
+		p.tok = token{kind: tokAnd, pos: start}
+	case two == "||":
+		p.off += 2
+		p.tok = token{kind: tokOr, pos: start}
+	case c == '!':
+		p.off++
+		p.tok = token{kind: tokNot, pos: start}
+	case c == '(':
+		p.off++
+		p.tok = token{kind: tokLParen, pos: start}
+	case c == ')':
+		p.off++
+		p.tok = token{kind: tokRParen, pos: start}
+	case c == ',':
+		p.off++
+		p.tok = token{kind: tokComma, pos: start}
+	case c == '"':
+		end := p.off + 1
+		for end < len(p.src) && p.src[end] != '"' {
+			if p.src[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		if end >= len(p.src) {
+			p.err = fmt.Errorf("[1:%d string literal not terminated]", start+1)
+			p.tok = token{kind: tokIllegal, pos: start}
+			return
+		}
+		s, err := strconv.Unquote(p.src[start : end+1])
+		if err != nil {
+			p.err = fmt.Errorf("[1:%d invalid string literal: %v]", start+1, err)
+			p.tok = token{kind: tokIllegal, pos: start}
+			return
+		}
+		p.off = end + 1
+		p.tok = token{kind: tokString, text: s, pos: start}
+	case isIdentStart(c):
+		end := p.off
+		for end < len(p.src) && (isIdentStart(p.src[end]) || (p.src[end] >= '0' && p.src[end] <= '9')) {
+			end++
+		}
+		p.tok = token{kind: tokIdent, text: p.src[start:end], pos: start}
+		p.off = end
+	default:
+		p.off++
+		p.tok = token{kind: tokIllegal, text: string(c), pos: start}
+	}
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+func (p *condParser) expr() error {
+	if err := p.and(); err != nil {
+		return err
+	}
+	for p.tok.kind == tokOr {
+		p.next()
+		if err := p.and(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *condParser) and() error {
+	if err := p.unary(); err != nil {
+		return err
+	}
+	for p.tok.kind == tokAnd {
+		p.next()
+		if err := p.unary(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *condParser) unary() error {
+	switch p.tok.kind {
+	case tokNot:
+		p.next()
+		return p.unary()
+	case tokLParen:
+		p.next()
+		if err := p.expr(); err != nil {
+			return err
+		}
+		if p.tok.kind != tokRParen {
+			return p.errorf("syntax error: missing )")
+		}
+		p.next()
+		return nil
+	case tokIdent:
+		return p.call()
+	}
+	return p.errorf("syntax error")
+}
+
+func (p *condParser) call() error {
+	name, pos := p.tok.text, p.tok.pos
+	p.next()
+	if p.tok.kind != tokLParen {
+		return fmt.Errorf("[1:%d condition variable %s not defined]", pos+1, name)
+	}
+	p.next()
+	var kinds []argKind
+	for p.tok.kind != tokRParen {
+		if len(kinds) > 0 {
+			if p.tok.kind != tokComma {
+				return p.errorf("syntax error: expected , or )")
+			}
+			p.next()
+		}
+		switch {
+		case p.tok.kind == tokString:
+			kinds = append(kinds, argString)
+		case p.tok.kind == tokIdent && (p.tok.text == "true" || p.tok.text == "false"):
+			kinds = append(kinds, argBool)
+		default:
+			return p.errorf("syntax error: expected string or bool argument")
+		}
+		p.next()
+	}
+	p.next()
+	want, ok := primitives[name]
+	if !ok {
+		return fmt.Errorf("[1:%d primitive %s not found]", pos+1, name)
+	}
+	if len(want) != len(kinds) {
+		return fmt.Errorf("[1:%d primitive args len error, expect %d, got %d]", pos+1, len(want), len(kinds))
+	}
+	for i := range want {
+		if want[i] != kinds[i] {
+			return fmt.Errorf("[1:%d primitive %s arg %d expect %s, got %s]", pos+1, name, i, want[i], kinds[i])
+		}
+	}
+	return nil
+}
+
+// Quote renders s as a condition string literal.
+func Quote(s string) string { return strconv.Quote(s) }
