@@ -117,11 +117,15 @@ func (s *Set) fields() []struct {
 func (s *Set) Render() (Files, error) {
 	out := make(Files, len(allPaths))
 	for _, f := range s.fields() {
-		b, err := json.MarshalIndent(f.v, "", "  ")
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetIndent("", "  ")
+		// Conditions contain "&&"; keep them readable instead of \u0026.
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(f.v); err != nil {
 			return nil, fmt.Errorf("render %s: %w", f.path, err)
 		}
-		out[f.path] = append(b, '\n')
+		out[f.path] = buf.Bytes()
 	}
 	return out, nil
 }
