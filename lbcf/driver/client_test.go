@@ -61,10 +61,16 @@ func TestClientErrorsNameDriverWebhookAndReason(t *testing.T) {
 		want    string
 	}{
 		{"http 500", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) },
-			func(c *Client, e Endpoint) error { _, err := c.EnsureBackend(context.Background(), e, &BackendOperationRequest{}); return err },
+			func(c *Client, e Endpoint) error {
+				_, err := c.EnsureBackend(context.Background(), e, &BackendOperationRequest{})
+				return err
+			},
 			false, "http status code: 500, body: boom"},
 		{"bad json", answer(`{"status":`),
-			func(c *Client, e Endpoint) error { _, err := c.EnsureBackend(context.Background(), e, &BackendOperationRequest{}); return err },
+			func(c *Client, e Endpoint) error {
+				_, err := c.EnsureBackend(context.Background(), e, &BackendOperationRequest{})
+				return err
+			},
 			true, "decode answer"},
 		{"unknown status", answer(`{"status":"Done","msg":"ok"}`),
 			func(c *Client, e Endpoint) error {

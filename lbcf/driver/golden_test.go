@@ -76,7 +76,7 @@ func sampleRequests() map[string]any {
 			PodBackend: &PodBackendInRequest{Pod: pod, Port: lbcfv1beta1.PortSelector{Port: 80, PortNumber: &port, Protocol: "TCP"}}},
 		EnsureBackend: &BackendOperationRequest{RequestForRetryHooks: retry(EnsureBackend), LBInfo: info, BackendAddr: "10.0.0.5:80",
 			Parameters: map[string]string{"weight": "1"}, InjectedInfo: map[string]string{"id": "x"}},
-		DeregisterBackend: &BackendOperationRequest{RequestForRetryHooks: retry(DeregisterBackend), LBInfo: info, BackendAddr: "10.0.0.5:80"},
+		DeregisterBackend:  &BackendOperationRequest{RequestForRetryHooks: retry(DeregisterBackend), LBInfo: info, BackendAddr: "10.0.0.5:80"},
 		JudgePodDeregister: &JudgePodDeregisterRequest{NotReadyPods: []*corev1.Pod{&pod}},
 	}
 }

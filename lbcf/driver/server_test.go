@@ -14,7 +14,9 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-func portSel(p int32) lbcfv1beta1.PortSelector { return lbcfv1beta1.PortSelector{Port: p, Protocol: "TCP"} }
+func portSel(p int32) lbcfv1beta1.PortSelector {
+	return lbcfv1beta1.PortSelector{Port: p, Protocol: "TCP"}
+}
 
 // echoDriver answers every webhook successfully and remembers the last request; panics and
 // errors on demand.

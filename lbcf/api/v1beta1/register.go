@@ -40,4 +40,3 @@ func init() {
 		&BackendRecord{}, &BackendRecordList{},
 	)
 }
-

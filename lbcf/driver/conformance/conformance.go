@@ -401,4 +401,3 @@ func Failed(results []Result) []Result {
 	}
 	return out
 }
-
