@@ -216,4 +216,3 @@ func TestDriverCoalescesConcurrentCalls(t *testing.T) {
 	g.Expect(env.fe.Version() - 1).To(BeNumerically("<", calls/4))
 	g.Expect(env.fake.Unsafe()).To(BeEmpty())
 }
-
