@@ -126,15 +126,16 @@ func (c *config) list(store string) []*row {
 	return out
 }
 
-// children lists the rows of store whose leading index values equal prefix.
+// children lists the rows of store whose leading index values equal prefix, in index order.
 func (c *config) children(store string, prefix []any) []*row {
 	var out []*row
 	pk := rowKey(prefix)
-	for _, r := range c.list(store) {
+	for _, r := range c.tables[store] {
 		if len(r.idx) >= len(prefix) && rowKey(r.idx[:len(prefix)]) == pk {
 			out = append(out, r)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool { return lessIdx(out[i].idx, out[j].idx) })
 	return out
 }
 

@@ -605,6 +605,11 @@ func (d *Device) pushTo(ip string, running, flash *config) string {
 }
 
 func (d *Device) receiveSync(running, flash *config) string {
+	select {
+	case <-d.closed:
+		return "peer unreachable"
+	default:
+	}
 	d.mu.Lock()
 	if d.applyState == applyInProgress {
 		d.mu.Unlock()

@@ -1,0 +1,16 @@
+// Package alteon is a client for the Radware Alteon configuration REST API (/config) and for an
+// HA pair of Alteon units.
+//
+// Client talks to one unit: typed reads and writes of the SLB tables lbfed uses, lenient decoding
+// of the device's loose JSON, and per-request retries of the device's transient failures (spurious
+// 401, 406 while an apply runs, 5xx, errors delivered with HTTP 200, empty or broken answers,
+// dropped connections).
+//
+// Pair is the unit of work for configuration changes. The pending configuration of a unit is global
+// (an apply commits everyone's edits), so Pair.Do serialises transactions, finds the master by its
+// reported HA role, writes to the master only, commits with apply then save (verifying both through
+// the device's status scalars), pushes the result to the backup with a config sync, and runs the
+// transaction again on the new master if the master changed before the commit was confirmed.
+// Transactions read before they write (Tx), so repeating one is safe and unchanged objects are not
+// rewritten.
+package alteon

@@ -1,0 +1,462 @@
+package alteon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// SyncMode says how configuration reaches the backup unit after a commit.
+type SyncMode int
+
+const (
+	// SyncExplicit runs POST /config?action=sync after every commit and waits for its result
+	// (default for two units).
+	SyncExplicit SyncMode = iota
+	// SyncAuto relies on the pair's automatic sync.
+	SyncAuto
+	// SyncNone never syncs (single unit).
+	SyncNone
+)
+
+// PairOptions tunes commits.
+type PairOptions struct {
+	// Sync is how the backup gets the configuration (ignored with one unit).
+	Sync SyncMode
+	// Attempts is how often a transaction is run when the master changes or cannot be reached
+	// (default 3).
+	Attempts int
+	// PollInterval is the period of apply/save/sync status polling (default 200ms, as goalteon).
+	PollInterval time.Duration
+	// ApplyTimeout, SaveTimeout and SyncTimeout bound each wait (defaults 3m, 30s, 60s).
+	ApplyTimeout, SaveTimeout, SyncTimeout time.Duration
+	// Logger receives commit logs.
+	Logger logr.Logger
+}
+
+func (o *PairOptions) defaults() {
+	if o.Attempts <= 0 {
+		o.Attempts = 3
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+	if o.ApplyTimeout <= 0 {
+		o.ApplyTimeout = 3 * time.Minute
+	}
+	if o.SaveTimeout <= 0 {
+		o.SaveTimeout = 30 * time.Second
+	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = time.Minute
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+}
+
+// Pair drives one Alteon unit or an HA pair. Every configuration change goes through Do, which
+// serialises transactions (the pending configuration is global to a unit), writes to the master
+// only, and commits with apply + save (+ sync).
+type Pair struct {
+	units []*Client
+	opts  PairOptions
+	log   logr.Logger
+	mu    sync.Mutex
+
+	stats struct {
+		commits, applies, saves, syncs, syncFailures, failovers, retries atomic.Int64
+	}
+	lastMaster atomic.Pointer[Client]
+}
+
+// NewPair returns a Pair over one or two units.
+func NewPair(opts PairOptions, units ...*Client) (*Pair, error) {
+	if len(units) == 0 || len(units) > 2 {
+		return nil, fmt.Errorf("an Alteon pair has one or two units, got %d", len(units))
+	}
+	opts.defaults()
+	if len(units) == 1 {
+		opts.Sync = SyncNone
+	}
+	return &Pair{units: units, opts: opts, log: opts.Logger}, nil
+}
+
+// Stats are counters of a Pair's activity.
+type Stats struct {
+	Commits, Applies, Saves, Syncs, SyncFailures, Failovers, Retries int64
+}
+
+// Stats returns the counters.
+func (p *Pair) Stats() Stats {
+	s := &p.stats
+	return Stats{Commits: s.commits.Load(), Applies: s.applies.Load(), Saves: s.saves.Load(), Syncs: s.syncs.Load(),
+		SyncFailures: s.syncFailures.Load(), Failovers: s.failovers.Load(), Retries: s.retries.Load()}
+}
+
+// Errors returned by Do.
+var (
+	// ErrNoMaster: no unit reports the master role.
+	ErrNoMaster = errors.New("no Alteon unit reports the master role")
+	// ErrSplitBrain: both units report master; writing to either could be lost.
+	ErrSplitBrain = errors.New("both Alteon units report the master role")
+	// errRoleChanged: the unit being written stopped being master.
+	errRoleChanged = errors.New("the Alteon master changed during the transaction")
+)
+
+// ApplyError is an apply that ended in failed(5); Messages come from AgApplyTable.
+type ApplyError struct{ Messages []string }
+
+func (e *ApplyError) Error() string {
+	return "apply failed: " + strings.Join(e.Messages, "; ")
+}
+
+// SaveError is a save that ended in failed(5); Messages come from AgSaveTable.
+type SaveError struct{ Messages []string }
+
+func (e *SaveError) Error() string { return "save failed: " + strings.Join(e.Messages, "; ") }
+
+// Result describes a finished transaction.
+type Result struct {
+	// Unit is the master the transaction was committed on.
+	Unit string
+	// Committed is false when the transaction changed nothing (no apply was needed).
+	Committed bool
+	// Writes is the number of write requests of the successful attempt.
+	Writes int
+	// Attempts is how many times the transaction function ran.
+	Attempts int
+	// SyncErr is set when the configuration could not be synced to the backup; the commit itself
+	// succeeded (the next commit syncs again).
+	SyncErr error
+}
+
+// Master finds the unit that reports the master role. With one unit, that unit.
+func (p *Pair) Master(ctx context.Context) (*Client, error) {
+	if len(p.units) == 1 {
+		return p.units[0], nil
+	}
+	type answer struct {
+		role string
+		err  error
+	}
+	answers := make([]answer, len(p.units))
+	var wg sync.WaitGroup
+	for i, u := range p.units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := u.Role(ctx)
+			answers[i] = answer{r, err}
+		}()
+	}
+	wg.Wait()
+	var masters []*Client
+	var errs []error
+	for i, a := range answers {
+		if a.err != nil {
+			errs = append(errs, a.err)
+			continue
+		}
+		if a.role == "master" {
+			masters = append(masters, p.units[i])
+		}
+	}
+	switch len(masters) {
+	case 1:
+		m := masters[0]
+		if prev := p.lastMaster.Swap(m); prev != nil && prev != m {
+			p.stats.failovers.Add(1)
+			p.log.Info("Alteon master changed", "from", prev.Name(), "to", m.Name())
+		}
+		return m, nil
+	case 2:
+		return nil, ErrSplitBrain
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrNoMaster, errors.Join(errs...))
+	}
+	return nil, ErrNoMaster
+}
+
+// Do runs fn in a transaction on the master and commits it (apply, then save, then sync). fn must
+// be idempotent: it is run again from scratch on the new master when the master changes before the
+// commit is confirmed, and it must bring the device to the desired state by reading first (Tx
+// helps). Leftover pending edits on the master are reverted before fn runs, so that an apply
+// commits only this transaction. An error returned by fn aborts the transaction (pending edits are
+// reverted) and is returned as is.
+func (p *Pair) Do(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) (Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var res Result
+	var last error
+	for attempt := 1; attempt <= p.opts.Attempts; attempt++ {
+		res.Attempts = attempt
+		if attempt > 1 {
+			p.stats.retries.Add(1)
+			p.log.Info("retrying Alteon transaction", "attempt", attempt, "err", last.Error())
+			if err := sleep(ctx, p.opts.PollInterval); err != nil {
+				return res, fmt.Errorf("%w (last error: %w)", err, last)
+			}
+		}
+		var retry bool
+		var err error
+		res, retry, err = p.attempt(ctx, fn)
+		res.Attempts = attempt
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		if !retry || ctx.Err() != nil {
+			return res, err
+		}
+	}
+	return res, last
+}
+
+// attempt runs one try of a transaction; retry says whether a new try (after rediscovering the
+// master) may succeed.
+func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) (Result, bool, error) {
+	m, err := p.Master(ctx)
+	if err != nil {
+		return Result{}, true, err
+	}
+	res := Result{Unit: m.Name()}
+	pending, err := p.applyPending(ctx, m)
+	if err != nil {
+		return res, true, err
+	}
+	if pending {
+		p.log.Info("reverting foreign pending configuration before the transaction", "unit", m.Name())
+		if err := m.Action(ctx, "revert"); err != nil {
+			return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
+		}
+	}
+	tx := newTx(m)
+	if err := fn(ctx, tx); err != nil {
+		p.revert(m)
+		// A unit that stopped being master (403 from a strict backup, unreachable, role flip)
+		// gets the transaction again on the new master.
+		return res, p.masterLost(ctx, m, err), err
+	}
+	res.Writes = tx.Writes()
+	if tx.Writes() == 0 {
+		return res, false, nil
+	}
+	if err := p.confirmMaster(ctx, m); err != nil {
+		p.revert(m)
+		return res, true, err
+	}
+	if err := p.commit(ctx, m); err != nil {
+		var ae *ApplyError
+		if errors.As(err, &ae) {
+			p.revert(m)
+			return res, false, err
+		}
+		return res, p.masterLost(ctx, m, err), err
+	}
+	// The master could have changed while applying or saving: then the new master never saw the
+	// writes, so the transaction runs again there.
+	if err := p.confirmMaster(ctx, m); err != nil {
+		return res, true, err
+	}
+	res.Committed = true
+	p.stats.commits.Add(1)
+	if p.opts.Sync == SyncExplicit {
+		if err := p.sync(ctx, m); err != nil {
+			p.stats.syncFailures.Add(1)
+			p.log.Error(err, "config sync to the backup failed; the next commit syncs again", "unit", m.Name())
+			res.SyncErr = err
+		}
+	}
+	return res, false, nil
+}
+
+// masterLost decides after an error whether the transaction should move to another unit: the unit
+// is unreachable, refuses writes as a strict backup (403), fails persistently, or is no longer
+// master. Errors of the transaction function itself and validation errors are final.
+func (p *Pair) masterLost(ctx context.Context, m *Client, err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ue *url.Error
+	var ae *APIError
+	switch {
+	case errors.Is(err, errRoleChanged), errors.As(err, &ue):
+		return true
+	case errors.As(err, &ae):
+		if IsValidation(err) {
+			return false
+		}
+		if ae.HTTPStatus == http.StatusForbidden || ae.HTTPStatus == http.StatusUnauthorized || ae.HTTPStatus >= 500 {
+			return true
+		}
+		return p.confirmMaster(ctx, m) != nil
+	}
+	return false
+}
+
+func (p *Pair) confirmMaster(ctx context.Context, m *Client) error {
+	if len(p.units) == 1 {
+		return nil
+	}
+	role, err := m.Role(ctx)
+	if err != nil {
+		return fmt.Errorf("confirm master %s: %w", m.Name(), err)
+	}
+	if role != "master" {
+		return fmt.Errorf("%w: %s is now %q", errRoleChanged, m.Name(), role)
+	}
+	return nil
+}
+
+// revert drops this transaction's pending edits (best effort: a unit that is gone cannot be
+// reverted, and the next transaction reverts leftovers anyway).
+func (p *Pair) revert(m *Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Action(ctx, "revert"); err != nil {
+		p.log.Error(err, "revert after a failed transaction", "unit", m.Name())
+	}
+}
+
+func (p *Pair) applyPending(ctx context.Context, m *Client) (bool, error) {
+	r, err := m.Scalars(ctx, "agApplyPending")
+	if err != nil {
+		return false, fmt.Errorf("read agApplyPending on %s: %w", m.Name(), err)
+	}
+	return r.Int("agApplyPending") == 2, nil
+}
+
+// commit applies and saves on m and verifies both.
+func (p *Pair) commit(ctx context.Context, m *Client) error {
+	if err := p.apply(ctx, m); err != nil {
+		return err
+	}
+	return p.save(ctx, m)
+}
+
+func (p *Pair) apply(ctx context.Context, m *Client) error {
+	// A device can report complete(4) before the running configuration changed; agApplyPending
+	// tells, and a second apply settles it.
+	for round := 1; round <= 2; round++ {
+		p.stats.applies.Add(1)
+		if err := m.Action(ctx, "apply"); err != nil {
+			return fmt.Errorf("apply on %s: %w", m.Name(), err)
+		}
+		state, err := p.poll(ctx, m, "agApplyConfig", p.opts.ApplyTimeout, func(v int) bool { return v != 3 })
+		if err != nil {
+			return fmt.Errorf("apply on %s: %w", m.Name(), err)
+		}
+		if state == 5 {
+			msgs := p.errorTable(ctx, m, TableApplyErrors)
+			return &ApplyError{Messages: msgs}
+		}
+		// complete(4); idle(2) when something else reset the state. Either way the pending flag is
+		// the truth.
+		settled, err := p.poll(ctx, m, "agApplyPending", p.opts.PollInterval*10, func(v int) bool { return v == 3 })
+		if err == nil && settled == 3 {
+			return nil
+		}
+		if err != nil && !errors.Is(err, errPollTimeout) {
+			return fmt.Errorf("verify apply on %s: %w", m.Name(), err)
+		}
+		p.log.Info("apply reported done but configuration still pending; applying again", "unit", m.Name(), "state", state)
+	}
+	return fmt.Errorf("apply on %s: configuration still pending after two applies", m.Name())
+}
+
+func (p *Pair) save(ctx context.Context, m *Client) error {
+	p.stats.saves.Add(1)
+	if err := m.Action(ctx, "save"); err != nil {
+		return fmt.Errorf("save on %s: %w", m.Name(), err)
+	}
+	state, err := p.poll(ctx, m, "agSaveConfig", p.opts.SaveTimeout, func(v int) bool { return v != 3 })
+	if err != nil {
+		return fmt.Errorf("save on %s: %w", m.Name(), err)
+	}
+	if state == 5 {
+		return &SaveError{Messages: p.errorTable(ctx, m, TableSaveErrors)}
+	}
+	r, err := m.Scalars(ctx, "agSavePending")
+	if err != nil {
+		return fmt.Errorf("verify save on %s: %w", m.Name(), err)
+	}
+	if r.Int("agSavePending") == 1 {
+		return &SaveError{Messages: []string{"agSavePending still saveNeeded after save"}}
+	}
+	return nil
+}
+
+func (p *Pair) sync(ctx context.Context, m *Client) error {
+	p.stats.syncs.Add(1)
+	if err := m.Action(ctx, "sync"); err != nil {
+		return fmt.Errorf("sync from %s: %w", m.Name(), err)
+	}
+	state, err := p.poll(ctx, m, "agSyncStatus", p.opts.SyncTimeout, func(v int) bool { return v == 2 || v == 3 })
+	if err != nil {
+		return fmt.Errorf("sync from %s: %w", m.Name(), err)
+	}
+	if state == 3 {
+		r, _ := m.Scalars(ctx, "agLastSyncErrorReason")
+		return fmt.Errorf("sync from %s failed: %s", m.Name(), r.Str("agLastSyncErrorReason"))
+	}
+	return nil
+}
+
+var errPollTimeout = errors.New("timed out waiting for the device")
+
+// poll reads a scalar until done accepts it.
+func (p *Pair) poll(ctx context.Context, m *Client, name string, timeout time.Duration, done func(int) bool) (int, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		r, err := m.Scalars(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		v := r.Int(name)
+		if done(v) {
+			return v, nil
+		}
+		if time.Now().After(deadline) {
+			return v, fmt.Errorf("%w: %s is %d after %s", errPollTimeout, name, v, timeout)
+		}
+		if err := sleep(ctx, p.opts.PollInterval); err != nil {
+			return v, err
+		}
+	}
+}
+
+func (p *Pair) errorTable(ctx context.Context, m *Client, table string) []string {
+	rows, err := m.List(ctx, table)
+	if err != nil {
+		return []string{fmt.Sprintf("(could not read %s: %v)", table, err)}
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.Str("StringVal"))
+	}
+	if len(out) == 0 {
+		out = []string{"(no reason given)"}
+	}
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

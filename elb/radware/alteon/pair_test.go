@@ -1,0 +1,456 @@
+package alteon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+)
+
+type env struct {
+	sim  *alteonsim.Pair
+	pair *Pair
+	a, b *Client
+}
+
+func fastClient(t *testing.T, url string) *Client {
+	t.Helper()
+	c, err := NewClient(Config{URL: url, User: "admin", Password: "admin", RetryDelay: 2 * time.Millisecond, PageSize: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newEnv(t *testing.T, a, b alteonsim.Options, opts PairOptions) *env {
+	t.Helper()
+	for _, o := range []*alteonsim.Options{&a, &b} {
+		if o.ApplyDuration == 0 {
+			o.ApplyDuration = 5 * time.Millisecond
+		}
+		o.SaveDuration, o.SyncDuration = time.Millisecond, time.Millisecond
+	}
+	sim := alteonsim.NewPair(a, b)
+	ua, ub, err := sim.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 2 * time.Millisecond
+	}
+	e := &env{sim: sim, a: fastClient(t, ua), b: fastClient(t, ub)}
+	e.pair, err = NewPair(opts, e.a, e.b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// program writes one complete L4 service, idempotently.
+func program(servers ...string) func(context.Context, *Tx) error {
+	return func(ctx context.Context, tx *Tx) error {
+		if _, err := tx.EnsureGroup(ctx, Group{Index: "g1", Metric: MetricRoundRobin, HealthID: "tcp", Name: "lbfed"}); err != nil {
+			return err
+		}
+		for i, s := range servers {
+			if _, err := tx.EnsureRealServer(ctx, RealServer{Index: s, IP: fmt.Sprintf("10.0.0.%d", i+1), Weight: 1, State: RealServerEnabled}); err != nil {
+				return err
+			}
+			if _, err := tx.EnsureRealServerPort(ctx, s, 1, 30080); err != nil {
+				return err
+			}
+			if _, err := tx.AddMember(ctx, "g1", s); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.EnsureVirtualServer(ctx, VirtualServer{Index: "v1", IP: "192.0.2.10", Enabled: true}); err != nil {
+			return err
+		}
+		_, err := tx.EnsureVirtualService(ctx, VirtualService{Server: "v1", Index: 1, VirtPort: 80, Balance: BalanceTCP, DBind: 2, PBind: 3, Group: "g1", PersistentTimeout: 10, ProxyIPMode: 1})
+		return err
+	}
+}
+
+func TestDoCommitsAppliesSavesAndSyncs(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	res, err := e.pair.Do(ctx(t), program("rs1", "rs2"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Committed).To(BeTrue())
+	g.Expect(res.Unit).To(Equal(e.a.Name()))
+	g.Expect(res.SyncErr).NotTo(HaveOccurred())
+	run := e.sim.A.Snapshot(alteonsim.Running)
+	g.Expect(run.RealServers()).To(Equal([]string{"rs1", "rs2"}))
+	g.Expect(run.Members("g1")).To(Equal(map[string]int{"rs1": 1, "rs2": 1}))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Flash).Equal(run)).To(BeTrue(), "saved")
+	g.Expect(e.sim.B.Snapshot(alteonsim.Running).Equal(run)).To(BeTrue(), "synced to the backup")
+	g.Expect(e.sim.B.Requests()).To(HaveEach(HaveField("Method", "GET")), "the backup is only read")
+	g.Expect(e.sim.A.Applies()).To(BeEquivalentTo(1))
+
+	// Running it again reads, writes nothing and does not apply.
+	e.sim.A.ResetRecording()
+	res, err = e.pair.Do(ctx(t), program("rs1", "rs2"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Committed).To(BeFalse())
+	g.Expect(res.Writes).To(BeZero())
+	g.Expect(e.sim.A.Applies()).To(BeEquivalentTo(1))
+	for _, r := range e.sim.A.Requests() {
+		g.Expect(r.Method).To(Equal("GET"), "unexpected %s %s", r.Method, r.Path)
+	}
+
+	// A changed field is written alone.
+	e.sim.A.ResetRecording()
+	_, err = e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+		_, err := tx.EnsureRealServer(ctx, RealServer{Index: "rs1", IP: "10.0.0.1", Weight: 9, State: RealServerEnabled})
+		return err
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	var puts []string
+	for _, r := range e.sim.A.Requests() {
+		if r.Method == "PUT" {
+			puts = append(puts, strings.Join(strings.Fields(r.Body), ""))
+		}
+	}
+	g.Expect(puts).To(Equal([]string{`{"Weight":9}`}))
+}
+
+func TestTxReadsAndDeletes(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{DefaultPageSize: 7}, alteonsim.Options{}, PairOptions{})
+	var servers []string
+	for i := 0; i < 120; i++ {
+		servers = append(servers, fmt.Sprintf("rs%03d", i))
+	}
+	_, err := e.pair.Do(ctx(t), program(servers...))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+		all, err := tx.RealServers(ctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(all).To(HaveLen(120), "paged with count/offset")
+		g.Expect(all[5]).To(Equal(RealServer{Index: "rs005", IP: "10.0.0.6", Weight: 1, State: RealServerEnabled}))
+		members, err := tx.Members(ctx, "g1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(members).To(HaveLen(120))
+		ports, err := tx.RealServerPorts(ctx, "rs001")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ports).To(Equal(map[int]int{1: 30080}))
+		svc, ok, err := tx.VirtualService(ctx, "v1", 1)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ok).To(BeTrue())
+		g.Expect(svc).To(Equal(VirtualService{Server: "v1", Index: 1, VirtPort: 80, Balance: BalanceTCP, DBind: 2, PBind: 3, Group: "g1", PersistentTimeout: 10, ProxyIPMode: 1}))
+		vs, _, _ := tx.VirtualServer(ctx, "v1")
+		g.Expect(vs).To(Equal(VirtualServer{Index: "v1", IP: "192.0.2.10", Enabled: true}))
+		grp, _, _ := tx.Group(ctx, "g1")
+		g.Expect(grp).To(Equal(Group{Index: "g1", Metric: MetricRoundRobin, HealthID: "tcp", Name: "lbfed"}))
+
+		// Drain, remove, delete; then everything else.
+		if _, err := tx.SetMemberState(ctx, "g1", "rs000", MemberShutdownConnection); err != nil {
+			return err
+		}
+		for _, s := range servers {
+			if _, err := tx.RemoveMember(ctx, "g1", s); err != nil {
+				return err
+			}
+			if _, err := tx.DeleteRealServer(ctx, s); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.DeleteVirtualService(ctx, "v1", 1); err != nil {
+			return err
+		}
+		if _, err := tx.DeleteVirtualServer(ctx, "v1"); err != nil {
+			return err
+		}
+		_, err = tx.DeleteGroup(ctx, "g1")
+		return err
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	run := e.sim.A.Snapshot(alteonsim.Running)
+	g.Expect(run.RealServers()).To(BeEmpty())
+	g.Expect(run.Groups()).To(BeEmpty())
+	g.Expect(run.VirtualServers()).To(BeEmpty())
+	// Deleting what is gone is not an error and writes nothing.
+	res, err := e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+		_, err := tx.DeleteRealServer(ctx, "rs000")
+		return err
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Writes).To(BeZero())
+}
+
+func TestMasterDiscovery(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	e.sim.Failover()
+	res, err := e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Unit).To(Equal(e.b.Name()))
+	g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "synced from B")
+
+	e.sim.SetRoles(alteonsim.RoleMaster, alteonsim.RoleMaster)
+	_, err = e.pair.Do(ctx(t), program("rs2"))
+	g.Expect(err).To(MatchError(ErrSplitBrain))
+	e.sim.SetRoles(alteonsim.RoleBackup, alteonsim.RoleBackup)
+	_, err = e.pair.Do(ctx(t), program("rs2"))
+	g.Expect(err).To(MatchError(ErrNoMaster))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Pending).RealServers()).To(Equal([]string{"rs1"}), "nothing written without a master")
+	g.Expect(e.sim.B.Snapshot(alteonsim.Pending).RealServers()).To(Equal([]string{"rs1"}))
+
+	// One unit down: the other, if master, is used.
+	e.sim.SetRoles(alteonsim.RoleMaster, alteonsim.RoleBackup)
+	_ = e.sim.B.Close()
+	res, err = e.pair.Do(ctx(t), program("rs1", "rs2"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Unit).To(Equal(e.a.Name()))
+	g.Expect(res.SyncErr).To(MatchError(ContainSubstring("unreachable")), "the dead backup cannot be synced")
+}
+
+func TestRoleFallbackToHaSwitchInfoState(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	for _, d := range e.sim.Units() {
+		d.AddFault(alteonsim.Fault{Query: "prop=vrrpInfoHAState", Kind: alteonsim.FaultStatus, Status: 405})
+	}
+	e.sim.Failover()
+	role, err := e.b.Role(ctx(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(role).To(Equal("master"))
+	res, err := e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Unit).To(Equal(e.b.Name()))
+}
+
+func TestFailoverBetweenWritesIsRetriedOnNewMaster(t *testing.T) {
+	for _, mode := range []alteonsim.BackupWriteMode{alteonsim.BackupAccept, alteonsim.BackupReject, alteonsim.BackupIgnore} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			g := NewWithT(t)
+			e := newEnv(t, alteonsim.Options{BackupWrites: mode}, alteonsim.Options{BackupWrites: mode}, PairOptions{})
+			e.sim.A.AddFault(alteonsim.Fault{Method: "PUT", Kind: alteonsim.FaultHook, Skip: 3, Times: 1, Hook: e.sim.Failover})
+			res, err := e.pair.Do(ctx(t), program("rs1", "rs2", "rs3"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.Attempts).To(Equal(2))
+			g.Expect(res.Unit).To(Equal(e.b.Name()))
+			want := []string{"rs1", "rs2", "rs3"}
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal(want))
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members("g1")).To(HaveLen(3))
+			g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal(want), "synced back to A")
+			g.Expect(e.sim.A.Applies()).To(BeZero(), "never applied on the unit that lost mastership")
+			g.Expect(e.pair.Stats().Failovers).To(BeEquivalentTo(1))
+		})
+	}
+}
+
+func TestFailoverMidApplyIsRetriedOnNewMaster(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{ApplyDuration: 20 * time.Millisecond}, alteonsim.Options{}, PairOptions{})
+	e.sim.A.InjectApply(alteonsim.ApplyFault{During: e.sim.Failover})
+	res, err := e.pair.Do(ctx(t), program("rs1", "rs2"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Attempts).To(Equal(2))
+	g.Expect(res.Unit).To(Equal(e.b.Name()))
+	g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1", "rs2"}))
+	g.Expect(e.sim.B.Snapshot(alteonsim.Flash).RealServers()).To(Equal([]string{"rs1", "rs2"}))
+}
+
+func TestApplyFailureIsReportedAndReverted(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	_, err := e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+		_, err := tx.AddMember(ctx, "missing-group-ok", "ghost") // group created by AddServer upsert, ghost missing
+		return err
+	})
+	var ae *ApplyError
+	g.Expect(errors.As(err, &ae)).To(BeTrue(), "got %v", err)
+	g.Expect(ae.Messages).To(ContainElement(ContainSubstring("real server ghost does not exist")))
+	g.Expect(e.sim.A.ApplyPending()).To(BeFalse(), "reverted")
+	g.Expect(e.sim.A.Applies()).To(BeEquivalentTo(1), "an apply failure is not retried")
+
+	e.sim.A.InjectApply(alteonsim.ApplyFault{Fail: "Out of memory."})
+	_, err = e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).To(MatchError(ContainSubstring("Out of memory.")))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(BeEmpty())
+}
+
+func TestApplyQuirks(t *testing.T) {
+	t.Run("hanging apply times out", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ApplyTimeout: 100 * time.Millisecond})
+		e.sim.A.InjectApply(alteonsim.ApplyFault{Hang: true})
+		_, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).To(MatchError(errPollTimeout))
+		e.sim.A.ReleaseApply()
+		// The next transaction waits out the 406s of the finishing apply and succeeds.
+		_, err = e.pair.Do(ctx(t), program("rs1", "rs2"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1", "rs2"}))
+	})
+	t.Run("apply reported complete too early", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{PollInterval: 5 * time.Millisecond})
+		e.sim.A.InjectApply(alteonsim.ApplyFault{EarlyComplete: 20 * time.Millisecond})
+		res, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.Committed).To(BeTrue())
+		g.Expect(e.sim.A.Snapshot(alteonsim.Flash).RealServers()).To(Equal([]string{"rs1"}), "saved after the apply really finished")
+	})
+	t.Run("save failure", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+		e.sim.A.InjectSaveFailure("Flash is full.")
+		_, err := e.pair.Do(ctx(t), program("rs1"))
+		var se *SaveError
+		g.Expect(errors.As(err, &se)).To(BeTrue())
+		g.Expect(se.Messages).To(Equal([]string{"Flash is full."}))
+	})
+	t.Run("sync failure does not fail the commit", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+		e.sim.A.InjectSyncFailure("peer timed out")
+		res, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.SyncErr).To(MatchError(ContainSubstring("peer timed out")))
+		g.Expect(e.pair.Stats().SyncFailures).To(BeEquivalentTo(1))
+		res, err = e.pair.Do(ctx(t), program("rs1", "rs2"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.SyncErr).NotTo(HaveOccurred())
+		g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1", "rs2"}))
+	})
+	t.Run("leftover pending edits are reverted first", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+		g.Expect(e.a.Put(ctx(t), TableRealServer, []string{"stray"}, map[string]any{"IpAddr": "10.9.9.9"})).To(Succeed())
+		_, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}))
+	})
+	t.Run("automatic sync", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{AutoSync: true}, alteonsim.Options{}, PairOptions{Sync: SyncAuto})
+		_, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(e.pair.Stats().Syncs).To(BeZero())
+		g.Eventually(func() []string { return e.sim.B.Snapshot(alteonsim.Running).RealServers() }).Should(Equal([]string{"rs1"}))
+	})
+}
+
+func TestTransientHTTPFaultsAreRetried(t *testing.T) {
+	kinds := []alteonsim.FaultKind{alteonsim.FaultUnauthorized, alteonsim.FaultStatus, alteonsim.FaultErrorOK,
+		alteonsim.FaultReset, alteonsim.FaultResetAfter, alteonsim.FaultEmptyBody, alteonsim.FaultMalformedJSON, alteonsim.FaultNumbersAsStrings}
+	for _, k := range kinds {
+		t.Run(fmt.Sprint(k), func(t *testing.T) {
+			g := NewWithT(t)
+			e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+			// Every third request of either unit is hit, in bursts of up to 2.
+			for _, d := range e.sim.Units() {
+				d.AddFault(alteonsim.Fault{Kind: k, Probability: 0.3, Message: "transient"})
+			}
+			_, err := e.pair.Do(ctx(t), program("rs1", "rs2", "rs3"))
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, d := range e.sim.Units() {
+				d.ClearFaults()
+			}
+			run := e.sim.A.Snapshot(alteonsim.Running)
+			g.Expect(run.RealServers()).To(Equal([]string{"rs1", "rs2", "rs3"}))
+			g.Expect(run.Members("g1")).To(HaveLen(3))
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).Equal(run)).To(BeTrue())
+		})
+	}
+}
+
+func TestValidationErrorIsFinal(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	_, err := e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+		_, err := tx.EnsureRealServer(ctx, RealServer{Index: "rs1", IP: "10.0.0.1", Weight: 99, State: RealServerEnabled})
+		return err
+	})
+	g.Expect(IsValidation(err)).To(BeTrue(), "got %v", err)
+	var ae *APIError
+	g.Expect(errors.As(err, &ae)).To(BeTrue())
+	g.Expect(ae.MibName).To(Equal("SlbNewCfgEnhRealServerTable,Weight"))
+	g.Expect(e.sim.A.RequestCounts()).To(HaveKeyWithValue("PUT SlbNewCfgEnhRealServerTable", 1), "not retried")
+}
+
+func TestTransactionsAreSerialised(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+				_, err := tx.EnsureRealServer(ctx, RealServer{Index: fmt.Sprintf("rs%d", i), IP: "10.0.0.1", Weight: 1, State: RealServerEnabled})
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(HaveLen(8))
+	// No write ever hit the device between an apply and the end of its save: one transaction at a time.
+	writes, applies := 0, 0
+	for _, r := range e.sim.A.Requests() {
+		switch {
+		case r.Method == http.MethodPut:
+			writes++
+			g.Expect(r.Status).To(Equal(200), "a write was refused (apply in progress?)")
+		case r.Query == "action=apply":
+			applies++
+		}
+	}
+	g.Expect(writes).To(Equal(8))
+	g.Expect(applies).To(Equal(8))
+}
+
+func TestSingleUnit(t *testing.T) {
+	g := NewWithT(t)
+	d := alteonsim.New(alteonsim.Options{ApplyDuration: time.Millisecond, SaveDuration: time.Millisecond})
+	url, err := d.Start("127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer d.Close()
+	p, err := NewPair(PairOptions{PollInterval: 2 * time.Millisecond}, fastClient(t, url))
+	g.Expect(err).NotTo(HaveOccurred())
+	res, err := p.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Committed).To(BeTrue())
+	g.Expect(d.Syncs()).To(BeZero())
+	g.Expect(d.RequestCounts()).NotTo(HaveKey("GET ?prop=vrrpInfoHAState"), "no role checks with one unit")
+}
+
+func TestClientErrors(t *testing.T) {
+	g := NewWithT(t)
+	_, err := NewClient(Config{URL: "not a url"})
+	g.Expect(err).To(HaveOccurred())
+	_, err = NewPair(PairOptions{})
+	g.Expect(err).To(HaveOccurred())
+
+	d := alteonsim.New(alteonsim.Options{Password: "right"})
+	url, _ := d.Start("127.0.0.1:0")
+	defer d.Close()
+	c, _ := NewClient(Config{URL: url, User: "admin", Password: "wrong", Attempts: 3, RetryDelay: time.Millisecond})
+	_, _, err = c.Get(ctx(t), TableRealServer, "x")
+	var ae *APIError
+	g.Expect(errors.As(err, &ae)).To(BeTrue())
+	g.Expect(ae.HTTPStatus).To(Equal(401))
+	g.Expect(c.Requests()).To(BeEquivalentTo(3), "401 is retried, then reported")
+}
