@@ -71,6 +71,8 @@ type group struct {
 	k8sVersionStamps bool
 	// karmadaManifests copies Karmada's CRDs and deploy manifests into the built folder.
 	karmadaManifests bool
+	// versionModules are recorded in the folder's versions.txt.
+	versionModules []string
 }
 
 var groups = []group{
@@ -89,9 +91,10 @@ var groups = []group{
 		},
 		k8sVersionStamps: true,
 		karmadaManifests: true,
+		versionModules:   []string{"k8s.io/kubernetes", "github.com/karmada-io/karmada"},
 	},
-	{name: "etcd", commands: []command{{"go.etcd.io/etcd/server/v3", Etcd}}},
-	{name: "kwok", commands: []command{{"sigs.k8s.io/kwok/cmd/kwok", Kwok}}},
+	{name: "etcd", commands: []command{{"go.etcd.io/etcd/server/v3", Etcd}}, versionModules: []string{"go.etcd.io/etcd/server/v3"}},
+	{name: "kwok", commands: []command{{"sigs.k8s.io/kwok/cmd/kwok", Kwok}}, versionModules: []string{"sigs.k8s.io/kwok"}},
 }
 
 // ErrNotBuilt reports that a group of binaries is not in the cache for the current pins.

@@ -157,7 +157,7 @@ func (b *builder) buildGroup(ctx context.Context, g group) (GroupResult, error) 
 			return res, fmt.Errorf("build %s: %w", g.name, err)
 		}
 	}
-	if err := writeVersions(tmp, mods); err != nil {
+	if err := writeVersions(tmp, mods, g.versionModules); err != nil {
 		return res, fmt.Errorf("build %s: %w", g.name, err)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, completeMarker), []byte(key+"\n"), 0o644); err != nil {
@@ -308,9 +308,9 @@ func copyTree(src, dst string) error {
 }
 
 // writeVersions records the module versions a group was built from, for people and bug reports.
-func writeVersions(dir string, mods map[string]module) error {
+func writeVersions(dir string, mods map[string]module, paths []string) error {
 	var lines []string
-	for _, p := range []string{"k8s.io/kubernetes", "github.com/karmada-io/karmada", "go.etcd.io/etcd/server/v3", "sigs.k8s.io/kwok"} {
+	for _, p := range paths {
 		if m, ok := mods[p]; ok {
 			lines = append(lines, p+" "+m.Version)
 		}

@@ -1,0 +1,58 @@
+// Package localup runs real Kubernetes and Karmada control planes as plain local processes — no
+// Docker, no root — for lbfed's integration tests, end-to-end tests and `make up`.
+//
+// Everything listens on 127.0.0.1 on ports chosen at run time, so runs do not collide; every
+// process logs to <run folder>/logs/<name>.log; processes are stopped in order (clients,
+// aggregated apiserver, apiservers, etcd) and die with the process that started them even when
+// it is killed, so nothing is left behind.
+//
+// The binaries come from package binaries (`make tools` builds them once into a cache).
+//
+// # A plain cluster for controller integration tests
+//
+// Most tests want package testenv, which shares one cluster per test package:
+//
+//	func TestMain(m *testing.M) {
+//		crds, _ := crd.CRDs() // github.com/lbfed/lbfed/lbcf/api/crd
+//		testenv.Main(m, localup.ClusterOptions{CRDs: crds, ControllerManager: true, FakeNodes: 2})
+//	}
+//
+//	func TestX(t *testing.T) {
+//		cfg := testenv.Config(t)
+//		…
+//	}
+//
+// Or directly:
+//
+//	c, err := localup.StartCluster(ctx, localup.ClusterOptions{ControllerManager: true})
+//	if err != nil { … }
+//	defer c.Stop()
+//	cfg := c.RESTConfig()   // admin (system:masters)
+//	kc := c.KubeconfigPath() // for kubectl or a process under test
+//
+// etcd and kube-apiserver start in about 3 s. ControllerManager adds kube-controller-manager
+// (Deployments get ReplicaSets and pods, garbage collection, namespaces); FakeNodes adds
+// kube-scheduler, kwok and fake nodes on which pods become Running and Ready with IPs inside
+// the cluster's 127.0.0.0/8 block; PodResponder makes those pods answer HTTP on their IPs and
+// container ports (package podresponder).
+//
+// A process under test — a controller, a webhook server — can be started into the run with
+// Cluster.StartProcess: it logs next to the others and is stopped first. Webhooks are
+// registered by URL (https://127.0.0.1:<port>/…) with PKI().ServingCert/ServingKey (or
+// PKI().WebhookCertDir) and PKI().CAPEM() as caBundle.
+//
+// # The Karmada topology
+//
+//	t, err := localup.StartTopology(ctx, localup.TopologyOptions{CRDs: crds})
+//	defer t.Stop()
+//	karmada := t.KarmadaConfig()
+//	m1 := t.Member("m1").RESTConfig()
+//
+// One etcd; members m1..mN (kube-apiserver, kube-controller-manager, kube-scheduler, kwok with
+// two fake nodes, pod responder); Karmada's apiserver with its kube-controller-manager
+// (namespace and garbage collector), karmada-aggregated-apiserver, karmada-webhook,
+// karmada-controller-manager and karmada-scheduler; members joined in Push mode with
+// karmadactl and Ready. TopologyOptions.AfterReady hooks start further processes (lbfed's)
+// with Topology.StartProcess. `make up` runs this topology in the background
+// (cmd/localup); its kubeconfigs are in .localup/run/{karmada,m1,m2}.kubeconfig.
+package localup

@@ -1,0 +1,52 @@
+package localup
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/lbfed/lbfed/e2e/localup/binaries"
+)
+
+// etcdServer is one etcd member on loopback. A topology shares one between all apiservers, each
+// under its own --etcd-prefix.
+type etcdServer struct {
+	proc      *Process
+	clientURL string
+}
+
+func startEtcd(ctx context.Context, sup *supervisor, bins *binaries.Set, name, dataDir string, timeout time.Duration) (*etcdServer, error) {
+	ports, err := allocatePorts(2)
+	if err != nil {
+		return nil, fmt.Errorf("start etcd: %w", err)
+	}
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	proc, err := sup.start(ProcessSpec{
+		Name: name,
+		Path: bins.Path(binaries.Etcd),
+		Tier: TierStorage,
+		Args: []string{
+			"--name=localup",
+			"--data-dir=" + filepath.Clean(dataDir),
+			"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+			"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=localup=" + peer,
+			// Throw-away data: fsync only costs time.
+			"--unsafe-no-fsync",
+			"--quota-backend-bytes=4294967296",
+			"--snapshot-count=100000",
+			"--logger=zap", "--log-level=warn",
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	if err := waitFor(ctx, timeout, name+" /health", []*Process{proc}, httpOK(hc, client+"/health")); err != nil {
+		return nil, err
+	}
+	return &etcdServer{proc: proc, clientURL: client}, nil
+}

@@ -1,0 +1,293 @@
+// Package podresponder gives kwok's fake pods real sockets. kwok marks pods Running and Ready
+// without running anything; localup gives them IPs inside 127.0.0.0/8, which are all local on
+// Linux, and a Responder listens on every Ready pod's IP and TCP container ports, answering any
+// HTTP request with who answered:
+//
+//	{"cluster":"m1","namespace":"default","pod":"web-7d4b9-x2x8q","ip":"127.83.32.4","port":8080,"path":"/"}
+//
+// so traffic sent through a load balancer in a test reaches a socket that says which cluster and
+// pod it landed on. A pod that stops being Ready, or is deleted, stops answering (its listeners
+// close), as a real backend would.
+//
+//	r, err := podresponder.Start(ctx, podresponder.Options{Config: cfg, Cluster: "m1"})
+//	…
+//	defer r.Stop()
+package podresponder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Options configures a Responder.
+type Options struct {
+	// Config reaches the cluster whose pods are served.
+	Config *rest.Config
+	// Cluster is the name reported in answers.
+	Cluster string
+	// Network restricts served pod IPs; default 127.0.0.0/8. Pods outside it are ignored.
+	Network netip.Prefix
+	// Namespace restricts the watch; "" watches all namespaces.
+	Namespace string
+	Logger    logr.Logger
+}
+
+// Answer is the JSON body of every response.
+type Answer struct {
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	IP        string `json:"ip"`
+	Port      int    `json:"port"`
+	Path      string `json:"path"`
+}
+
+// Endpoint is one address being served for a pod.
+type Endpoint struct {
+	Namespace, Pod string
+	Addr           netip.AddrPort
+}
+
+// Responder watches pods and keeps one HTTP listener per Ready pod IP and TCP container port.
+type Responder struct {
+	opts   Options
+	log    logr.Logger
+	queue  workqueue.TypedRateLimitingInterface[string]
+	lister cache.Indexer
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	serving map[string]map[netip.AddrPort]*http.Server // pod key -> listeners
+	errs    map[string]error                           // pod key -> last bind error
+}
+
+// Start watches pods and returns once the initial list is served.
+func Start(ctx context.Context, opts Options) (*Responder, error) {
+	if !opts.Network.IsValid() {
+		opts.Network = netip.MustParsePrefix("127.0.0.0/8")
+	}
+	if !netip.MustParsePrefix("127.0.0.0/8").Contains(opts.Network.Addr()) {
+		return nil, fmt.Errorf("pod responder: network %s is not loopback", opts.Network)
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	cs, err := kubernetes.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("pod responder: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &Responder{
+		opts:    opts,
+		log:     opts.Logger,
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second)),
+		cancel:  cancel,
+		done:    make(chan struct{}),
+		serving: map[string]map[netip.AddrPort]*http.Server{},
+		errs:    map[string]error{},
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(opts.Namespace))
+	inf := factory.Core().V1().Pods().Informer()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			r.queue.Add(key)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("pod responder: %w", err)
+	}
+	r.lister = inf.GetIndexer()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		factory.Shutdown()
+		return nil, errors.New("pod responder: pod informer did not sync")
+	}
+	// Serve the pods that already exist before returning, so callers can dial right away.
+	for _, key := range r.lister.ListKeys() {
+		r.sync(key)
+	}
+	go func() {
+		defer close(r.done)
+		defer factory.Shutdown()
+		go func() { <-ctx.Done(); r.queue.ShutDown() }()
+		for r.processNext() {
+		}
+	}()
+	return r, nil
+}
+
+// Stop closes every listener and stops watching. It is safe to call more than once.
+func (r *Responder) Stop() {
+	r.cancel()
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for key, servers := range r.serving {
+		for _, s := range servers {
+			s.Close()
+		}
+		delete(r.serving, key)
+	}
+}
+
+// Endpoints lists the addresses currently served, sorted.
+func (r *Responder) Endpoints() []Endpoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Endpoint
+	for key, servers := range r.serving {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		for addr := range servers {
+			out = append(out, Endpoint{Namespace: ns, Pod: name, Addr: addr})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr.Compare(out[j].Addr) < 0 })
+	return out
+}
+
+// Errors returns the last listen error per pod (e.g. a port below 1024 without privileges).
+func (r *Responder) Errors() map[string]error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]error, len(r.errs))
+	for k, v := range r.errs {
+		out[k] = v
+	}
+	return out
+}
+
+func (r *Responder) processNext() bool {
+	key, quit := r.queue.Get()
+	if quit {
+		return false
+	}
+	defer r.queue.Done(key)
+	if err := r.sync(key); err != nil {
+		r.queue.AddRateLimited(key)
+		return true
+	}
+	r.queue.Forget(key)
+	return true
+}
+
+// sync makes the listeners of one pod match what it should serve.
+func (r *Responder) sync(key string) error {
+	want := map[netip.AddrPort]bool{}
+	var pod *corev1.Pod
+	if obj, exists, err := r.lister.GetByKey(key); err == nil && exists {
+		pod = obj.(*corev1.Pod)
+		for _, ap := range r.addresses(pod) {
+			want[ap] = true
+		}
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	servers := r.serving[key]
+	for addr, s := range servers {
+		if !want[addr] {
+			s.Close()
+			delete(servers, addr)
+			r.log.V(1).Info("stopped serving", "pod", key, "addr", addr)
+		}
+	}
+	var errs []error
+	for addr := range want {
+		if _, ok := servers[addr]; ok {
+			continue
+		}
+		s, err := r.serve(pod, addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if servers == nil {
+			servers = map[netip.AddrPort]*http.Server{}
+			r.serving[key] = servers
+		}
+		servers[addr] = s
+		r.log.V(1).Info("serving", "pod", key, "addr", addr)
+	}
+	if len(servers) == 0 {
+		delete(r.serving, key)
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.errs[key] = err
+		r.log.Error(err, "cannot serve pod", "pod", key)
+		return err
+	}
+	delete(r.errs, key)
+	return nil
+}
+
+// addresses returns the pod IP × TCP container ports to serve: none unless the pod is Ready,
+// not terminating, and its IP is inside the network.
+func (r *Responder) addresses(pod *corev1.Pod) []netip.AddrPort {
+	if pod.DeletionTimestamp != nil || !podReady(pod) {
+		return nil
+	}
+	ip, err := netip.ParseAddr(pod.Status.PodIP)
+	if err != nil || !r.opts.Network.Contains(ip) {
+		return nil
+	}
+	var out []netip.AddrPort
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+				out = append(out, netip.AddrPortFrom(ip, uint16(p.ContainerPort)))
+			}
+		}
+	}
+	return out
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (r *Responder) serve(pod *corev1.Pod, addr netip.AddrPort) (*http.Server, error) {
+	l, err := net.Listen("tcp", addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen %s for pod %s/%s: %w", addr, pod.Namespace, pod.Name, err)
+	}
+	answer := Answer{Cluster: r.opts.Cluster, Namespace: pod.Namespace, Pod: pod.Name, IP: addr.Addr().String(), Port: int(addr.Port())}
+	s := &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			a := answer
+			a.Path = req.URL.Path
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(a)
+		}),
+	}
+	go func() { _ = s.Serve(l) }()
+	return s, nil
+}
