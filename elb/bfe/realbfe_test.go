@@ -311,6 +311,44 @@ func TestRealBFE(t *testing.T) {
 	g.Expect(traffic.split(g, 20, "app.example.test", "/x", "canary=yes")).To(Equal(map[string]int{"canary": 20}))
 	g.Expect(traffic.split(g, 50, "app.example.test", "/x", "canary=no")).NotTo(HaveKey("canary"))
 
+	// More route shapes: wildcard host, header condition with a plain route on the same path, a
+	// path-only route for any host with an exact path.
+	shapes := []struct {
+		spec    map[string]string
+		backend string
+	}{
+		{map[string]string{"host": "*.wild.example.test", "name": "wild"}, backendServer(t, "wild")},
+		{map[string]string{"host": "app.example.test", "path": "/api/*", "name": "api"}, backendServer(t, "api")},
+		{map[string]string{"host": "app.example.test", "path": "/api/*", "header": "X-Canary:yes", "name": "api-hdr"}, backendServer(t, "api-hdr")},
+		{map[string]string{"host": "*", "path": "/healthz", "name": "any"}, backendServer(t, "any")},
+	}
+	for _, sh := range shapes {
+		c, err := d.CreateLoadBalancer(ctx, &driver.CreateLoadBalancerRequest{LBSpec: sh.spec})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Status).To(Equal(driver.StatusSucc), c.Msg)
+		ensure(c.LBInfo, sh.backend, nil)
+	}
+	for _, probe := range []struct{ host, path, header, want string }{
+		{"a.wild.example.test", "/", "", "wild"},
+		{"app.example.test", "/api/v1", "", "api"},
+		{"app.example.test", "/api", "yes", "api-hdr"},
+		{"app.example.test", "/apix", "", "m1-a|m1-b|m2-a"},
+		{"elsewhere.test", "/healthz", "", "any"},
+	} {
+		req, err := http.NewRequest(http.MethodGet, b.httpURL+probe.path, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Host = probe.host
+		if probe.header != "" {
+			req.Header.Set("X-Canary", probe.header)
+		}
+		resp, err := traffic.c.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%+v", probe)
+		g.Expect(string(body)).To(MatchRegexp("^("+probe.want+")$"), "%+v", probe)
+	}
+
 	// Deregistering m2's only backend moves all traffic to m1.
 	r, err := d.DeregisterBackend(ctx, &driver.BackendOperationRequest{LBInfo: info, BackendAddr: b1, Parameters: m2(3)})
 	g.Expect(err).NotTo(HaveOccurred())
