@@ -83,6 +83,10 @@ type BackendRecordStatus struct {
 	// +optional
 	// +nullable
 	Conditions []BackendRecordCondition `json:"conditions"`
+	// ObservedGeneration is the generation ensureBackend last succeeded for (lbfed addition):
+	// a spec change (parameters, attributes) is pushed to the driver exactly once.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
 // BackendRecordConditionType is the type of a record condition.
