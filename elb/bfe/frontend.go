@@ -235,10 +235,8 @@ func (f *Frontend) apply(ctx context.Context, next *Model) (*ApplyResult, error)
 	default:
 		steps = []step{nextStep(bfeconf.ServerData)}
 	}
-	for _, s := range steps {
-		if s.set == union {
-			stepFiles["pre"] = unionFiles
-		}
+	if steps[0].set == union {
+		stepFiles["pre"] = unionFiles
 	}
 	if err := checkSequence(f.curSet, steps); err != nil {
 		return res, fmt.Errorf("unsafe reload sequence, nothing written: %w", err)

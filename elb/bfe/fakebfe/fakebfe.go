@@ -215,7 +215,7 @@ func (f *BFE) reload(g bfeconf.Group, dir string) (errMsg string) {
 // loadDir reads group g's files from dir by basename, as a ?path= reload does.
 func loadDir(dir string, g bfeconf.Group) (*bfeconf.Set, error) {
 	s := &bfeconf.Set{}
-	targets := map[string]any{}
+	var targets map[string]any
 	if g == bfeconf.ServerData {
 		targets = map[string]any{"host_rule.data": &s.HostRule, "vip_rule.data": &s.VipRule,
 			"route_rule.data": &s.RouteRule, "cluster_conf.data": &s.ClusterConf}
