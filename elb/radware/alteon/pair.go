@@ -76,7 +76,13 @@ type Pair struct {
 		commits, applies, saves, syncs, syncFailures, failovers, retries atomic.Int64
 	}
 	lastMaster atomic.Pointer[Client]
+	// syncOwed is set while the backup may lack committed configuration (a sync failed), so the
+	// next transaction syncs even when it changes nothing.
+	syncOwed atomic.Bool
 }
+
+// SyncOwed reports whether the last sync to the backup failed and has not been repeated yet.
+func (p *Pair) SyncOwed() bool { return p.syncOwed.Load() }
 
 // NewPair returns a Pair over one or two units.
 func NewPair(opts PairOptions, units ...*Client) (*Pair, error) {
@@ -249,6 +255,9 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	}
 	res.Writes = tx.Writes()
 	if tx.Writes() == 0 {
+		if p.opts.Sync == SyncExplicit && p.syncOwed.Load() {
+			res.SyncErr = p.syncNow(ctx, m)
+		}
 		return res, false, nil
 	}
 	if err := p.confirmMaster(ctx, m); err != nil {
@@ -271,13 +280,19 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	res.Committed = true
 	p.stats.commits.Add(1)
 	if p.opts.Sync == SyncExplicit {
-		if err := p.sync(ctx, m); err != nil {
-			p.stats.syncFailures.Add(1)
-			p.log.Error(err, "config sync to the backup failed; the next commit syncs again", "unit", m.Name())
-			res.SyncErr = err
-		}
+		res.SyncErr = p.syncNow(ctx, m)
 	}
 	return res, false, nil
+}
+
+func (p *Pair) syncNow(ctx context.Context, m *Client) error {
+	err := p.sync(ctx, m)
+	p.syncOwed.Store(err != nil)
+	if err != nil {
+		p.stats.syncFailures.Add(1)
+		p.log.Error(err, "config sync to the backup failed; the next transaction syncs again", "unit", m.Name())
+	}
+	return err
 }
 
 // masterLost decides after an error whether the transaction should move to another unit: the unit

@@ -404,3 +404,36 @@ func (tx *Tx) DeleteVirtualService(ctx context.Context, server string, index int
 	}
 	return ok, err
 }
+
+// VirtualServices lists a virtual server's services with their group bindings.
+func (tx *Tx) VirtualServices(ctx context.Context, server string) ([]VirtualService, error) {
+	rows, err := tx.list(ctx, TableVirtService, server)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VirtualService, 0, len(rows))
+	for _, r := range rows {
+		s, ok, err := tx.VirtualService(ctx, server, r.Int("Index"))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Preload reads whole tables into the transaction's cache. A transaction about to touch many rows
+// of a table saves one GET per row this way (one GET per page instead).
+func (tx *Tx) Preload(ctx context.Context, tables ...string) error {
+	for _, t := range tables {
+		if _, ok := indexKeys[t]; !ok {
+			return fmt.Errorf("preload %s: unknown table", t)
+		}
+		if _, err := tx.list(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,536 @@
+package radware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/lbfed/lbfed/elb/radware/alteon"
+)
+
+// FrontendOptions configure a Frontend.
+type FrontendOptions struct {
+	// Pair is the Alteon unit or HA pair to program.
+	Pair *alteon.Pair
+	// Window is how long the first change of a batch waits for more before the batch is committed
+	// (default 20ms). Changes arriving while a commit runs form the next batch anyway.
+	Window time.Duration
+	// MaxBatch caps the changes of one commit (0: no cap). 1 disables coalescing: every change
+	// gets its own apply and save (the baseline the coalescing is measured against).
+	MaxBatch int
+	// CommitTimeout bounds one transaction, retries on a new master included (default 5m).
+	CommitTimeout time.Duration
+	// DrainPeriod is how long a removed backend stays in shutdown-connection (no new connections,
+	// existing ones continue) before it is removed. 0 removes at once.
+	DrainPeriod time.Duration
+	// ProxyIPMode is the virtual services' ProxyIpMode: ingress(0, device default), egress(1),
+	// address(2), nwclss(3), disable(4).
+	ProxyIPMode int
+	// Metrics records commits (nil: none).
+	Metrics *Metrics
+	Logger  logr.Logger
+}
+
+// Frontend programs L4 load balancers on an Alteon pair. Concurrent changes are coalesced: all
+// changes queued within a short window (or while a commit runs) are written in one transaction
+// and committed with one apply and one save; each caller is answered when its transaction has
+// committed or failed. It is shared by the LBCF driver and the Service controller.
+type Frontend struct {
+	opts FrontendOptions
+	log  logr.Logger
+
+	mu      sync.Mutex
+	pending []*change
+	busy    bool
+
+	drainMu sync.Mutex
+	drains  map[string]time.Time // real server id -> when its drain started
+}
+
+// NewFrontend returns a Frontend.
+func NewFrontend(opts FrontendOptions) (*Frontend, error) {
+	if opts.Pair == nil {
+		return nil, errors.New("radware frontend: no Alteon pair")
+	}
+	if opts.Window <= 0 {
+		opts.Window = 20 * time.Millisecond
+	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = 5 * time.Minute
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	return &Frontend{opts: opts, log: opts.Logger, drains: map[string]time.Time{}}, nil
+}
+
+// Pair returns the Alteon pair.
+func (f *Frontend) Pair() *alteon.Pair { return f.opts.Pair }
+
+// RejectedError is a change the frontend refused without writing anything: the device holds
+// conflicting objects it does not own, or the load balancer does not exist. Retrying helps only
+// after someone resolves the conflict.
+type RejectedError struct{ Msg string }
+
+func (e *RejectedError) Error() string { return e.Msg }
+
+func rejectf(format string, args ...any) error {
+	return &RejectedError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// IsRejected reports a RejectedError.
+func IsRejected(err error) bool {
+	var r *RejectedError
+	return errors.As(err, &r)
+}
+
+// change is one caller's part of a transaction. fn must refuse (RejectedError) before writing
+// anything, and must be idempotent: a transaction is run again on a new master.
+type change struct {
+	what string
+	fn   func(ctx context.Context, tx *alteon.Tx) error
+	done chan struct{}
+	err  error
+}
+
+// submit queues fn and waits until the transaction holding it committed or failed. A caller that
+// gives up (ctx) still has its change committed; callers retry idempotently.
+func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.Context, tx *alteon.Tx) error) error {
+	ch := &change{what: what, fn: fn, done: make(chan struct{})}
+	f.mu.Lock()
+	f.pending = append(f.pending, ch)
+	if !f.busy {
+		f.busy = true
+		go f.drain()
+	}
+	f.mu.Unlock()
+	select {
+	case <-ch.done:
+		return ch.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the Alteon commit of %s: %w", what, ctx.Err())
+	}
+}
+
+func (f *Frontend) drain() {
+	for {
+		time.Sleep(f.opts.Window)
+		f.mu.Lock()
+		n := len(f.pending)
+		if f.opts.MaxBatch > 0 && n > f.opts.MaxBatch {
+			n = f.opts.MaxBatch
+		}
+		batch := f.pending[:n:n]
+		f.pending = f.pending[n:]
+		if len(batch) == 0 {
+			f.busy = false
+			f.mu.Unlock()
+			return
+		}
+		f.mu.Unlock()
+		f.commit(batch)
+		for _, ch := range batch {
+			close(ch.done)
+		}
+	}
+}
+
+// preloadAt is the batch size from which whole tables are read up front instead of row by row.
+const preloadAt = 16
+
+// commit runs a batch in one transaction. A failed apply is bisected so that one bad change does
+// not fail the others.
+func (f *Frontend) commit(batch []*change) {
+	// The commit serves the whole batch, so it does not depend on any caller's context.
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.CommitTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := f.opts.Pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+		if len(batch) >= preloadAt {
+			if err := tx.Preload(ctx, alteon.TableRealServer, alteon.TableRealServerPort); err != nil {
+				return err
+			}
+		}
+		for _, ch := range batch {
+			ch.err = nil
+			if err := ch.fn(ctx, tx); err != nil {
+				if IsRejected(err) {
+					ch.err = err
+					continue
+				}
+				return fmt.Errorf("%s: %w", ch.what, err)
+			}
+		}
+		return nil
+	})
+	var ae *alteon.ApplyError
+	if errors.As(err, &ae) && len(batch) > 1 {
+		f.log.Info("apply of a batch failed; committing its halves separately", "changes", len(batch), "err", err.Error())
+		f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
+		half := len(batch) / 2
+		f.commit(batch[:half])
+		f.commit(batch[half:])
+		return
+	}
+	f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
+	if err != nil {
+		f.log.Error(err, "Alteon transaction failed", "changes", len(batch), "unit", res.Unit, "attempts", res.Attempts)
+		for _, ch := range batch {
+			if ch.err == nil {
+				ch.err = err
+			}
+		}
+		return
+	}
+	f.log.V(1).Info("Alteon transaction committed", "changes", len(batch), "unit", res.Unit, "writes", res.Writes,
+		"committed", res.Committed, "attempts", res.Attempts, "duration", time.Since(start))
+}
+
+// --- drain bookkeeping ---
+
+func (f *Frontend) drainStart(rs string, now time.Time) time.Time {
+	f.drainMu.Lock()
+	defer f.drainMu.Unlock()
+	t, ok := f.drains[rs]
+	if !ok {
+		// Draining already (e.g. before a restart): start counting now, to be safe.
+		f.drains[rs] = now
+		t = now
+	}
+	return t
+}
+
+func (f *Frontend) setDrainStart(rs string, t time.Time) {
+	f.drainMu.Lock()
+	defer f.drainMu.Unlock()
+	f.drains[rs] = t
+}
+
+func (f *Frontend) endDrain(rs string) {
+	f.drainMu.Lock()
+	defer f.drainMu.Unlock()
+	delete(f.drains, rs)
+}
+
+func (f *Frontend) drainRemaining(rs string, now time.Time) (time.Duration, bool) {
+	f.drainMu.Lock()
+	defer f.drainMu.Unlock()
+	t, ok := f.drains[rs]
+	if !ok {
+		return 0, false
+	}
+	return f.opts.DrainPeriod - now.Sub(t), true
+}
+
+// --- operations ---
+
+// EnsureLoadBalancer creates or repairs the load balancer's group, virtual server and service.
+func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) error {
+	return f.submit(ctx, "ensure load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+		return f.ensureLB(ctx, tx, lb)
+	})
+}
+
+// DeleteLoadBalancer removes everything the load balancer created (service, virtual server,
+// group, its real servers) and nothing else. Deleting a missing load balancer succeeds.
+func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) error {
+	return f.submit(ctx, "delete load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+		return f.deleteLB(ctx, tx, lb)
+	})
+}
+
+// EnsureBackend adds or updates a backend of an existing load balancer (enabling it again if it
+// was draining).
+func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend) error {
+	return f.submit(ctx, "ensure backend "+b.String()+" of "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+		if err := f.checkLB(ctx, tx, lb); err != nil {
+			return err
+		}
+		return f.ensureBackend(ctx, tx, lb, b)
+	})
+}
+
+// DeregisterBackend drains a backend (shutdown-connection) and removes it once DrainPeriod has
+// passed. It returns how long to wait before calling again while the drain runs, 0 when the
+// backend is gone. Deregistering an unknown backend, or from a missing load balancer, succeeds.
+func (f *Frontend) DeregisterBackend(ctx context.Context, lb LoadBalancer, b Backend) (time.Duration, error) {
+	rs := lb.realServerID(b)
+	if left, ok := f.drainRemaining(rs, time.Now()); ok && left > 0 {
+		return left, nil // still draining: nothing to tell the device
+	}
+	var wait time.Duration
+	err := f.submit(ctx, "deregister backend "+b.String()+" of "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+		var err error
+		wait, err = f.retire(ctx, tx, lb, rs, time.Now())
+		return err
+	})
+	return wait, err
+}
+
+// SyncResult tells a level-triggered caller when to come back.
+type SyncResult struct {
+	// Requeue is set while removed backends are draining: sync again after it.
+	Requeue time.Duration
+}
+
+// Sync makes the load balancer serve exactly backends: it ensures the load balancer and every
+// backend, and drains then removes any other member.
+func (f *Frontend) Sync(ctx context.Context, lb LoadBalancer, backends []Backend) (SyncResult, error) {
+	var res SyncResult
+	err := f.submit(ctx, "sync load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+		res = SyncResult{}
+		if err := f.ensureLB(ctx, tx, lb); err != nil {
+			return err
+		}
+		want := map[string]bool{}
+		for _, b := range backends {
+			want[lb.realServerID(b)] = true
+			if err := f.ensureBackend(ctx, tx, lb, b); err != nil {
+				return err
+			}
+		}
+		members, err := tx.Members(ctx, lb.ID())
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for m := range members {
+			if want[m] {
+				continue
+			}
+			wait, err := f.retire(ctx, tx, lb, m, now)
+			if err != nil {
+				return err
+			}
+			if wait > 0 && (res.Requeue == 0 || wait < res.Requeue) {
+				res.Requeue = wait
+			}
+		}
+		// Real servers of this load balancer left behind outside the group (a transaction cut
+		// short by a crash) are removed too.
+		return f.deleteStrayRealServers(ctx, tx, lb, want)
+	})
+	return res, err
+}
+
+// Healthy checks that a master answers.
+func (f *Frontend) Healthy(ctx context.Context) error {
+	_, err := f.opts.Pair.Master(ctx)
+	return err
+}
+
+// --- transaction steps (inside Pair.Do) ---
+
+func (f *Frontend) checkLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
+	g, ok, err := tx.Group(ctx, lb.ID())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return rejectf("load balancer %s does not exist on the Alteon (group %s missing)", lb, lb.ID())
+	}
+	if g.Name != lb.Owner {
+		return rejectf("group %s belongs to %q, not %q", lb.ID(), g.Name, lb.Owner)
+	}
+	return nil
+}
+
+func (f *Frontend) ensureLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
+	id := lb.ID()
+	// Refuse before writing: objects with our ids but another owner, or another virtual server
+	// already serving VIP:port.
+	if vs, ok, err := tx.VirtualServer(ctx, id); err != nil {
+		return err
+	} else if ok && vs.Name != lb.Owner {
+		return rejectf("virtual server %s belongs to %q, not %q", id, vs.Name, lb.Owner)
+	}
+	if g, ok, err := tx.Group(ctx, id); err != nil {
+		return err
+	} else if ok && g.Name != lb.Owner {
+		return rejectf("group %s belongs to %q, not %q", id, g.Name, lb.Owner)
+	}
+	all, err := tx.VirtualServers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, vs := range all {
+		if vs.Index == id || vs.IP != lb.VIP.String() {
+			continue
+		}
+		svcs, err := tx.VirtualServices(ctx, vs.Index)
+		if err != nil {
+			return err
+		}
+		for _, s := range svcs {
+			if s.VirtPort == lb.Port && overlaps(s.Balance, lb.balance()) {
+				return rejectf("%s is already served by virtual server %s (service %d)", lb, vs.Index, s.Index)
+			}
+		}
+	}
+	if _, err := tx.EnsureGroup(ctx, alteon.Group{Index: id, Metric: lb.metric(), HealthID: lb.HealthCheck, Name: lb.Owner}); err != nil {
+		return err
+	}
+	if _, err := tx.EnsureVirtualServer(ctx, alteon.VirtualServer{Index: id, IP: lb.VIP.String(), Enabled: true, Name: lb.Owner}); err != nil {
+		return err
+	}
+	_, err = tx.EnsureVirtualService(ctx, alteon.VirtualService{
+		Server: id, Index: 1, VirtPort: lb.Port, RealPort: 0, Balance: lb.balance(),
+		DBind: 2, PBind: 3, Group: id, PersistentTimeout: 10, ProxyIPMode: f.opts.ProxyIPMode,
+	})
+	return err
+}
+
+func overlaps(a, b alteon.Balance) bool {
+	udp := func(x alteon.Balance) bool { return x == alteon.BalanceUDP || x == alteon.BalanceTCPAndUDP }
+	tcp := func(x alteon.Balance) bool { return x != alteon.BalanceUDP }
+	return (udp(a) && udp(b)) || (tcp(a) && tcp(b))
+}
+
+func (f *Frontend) deleteLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
+	id := lb.ID()
+	vs, ok, err := tx.VirtualServer(ctx, id)
+	if err != nil {
+		return err
+	}
+	if ok && vs.Name == lb.Owner {
+		// The service goes first: it references the group.
+		if _, err := tx.DeleteVirtualService(ctx, id, 1); err != nil {
+			return err
+		}
+		if _, err := tx.DeleteVirtualServer(ctx, id); err != nil {
+			return err
+		}
+	}
+	g, ok, err := tx.Group(ctx, id)
+	if err != nil {
+		return err
+	}
+	if ok && g.Name == lb.Owner {
+		members, err := tx.Members(ctx, id)
+		if err != nil {
+			return err
+		}
+		for m := range members {
+			if _, err := tx.RemoveMember(ctx, id, m); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.DeleteGroup(ctx, id); err != nil {
+			return err
+		}
+	}
+	return f.deleteStrayRealServers(ctx, tx, lb, nil)
+}
+
+// deleteStrayRealServers deletes this load balancer's real servers that are no group member and
+// not in keep.
+func (f *Frontend) deleteStrayRealServers(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, keep map[string]bool) error {
+	all, err := tx.RealServers(ctx)
+	if err != nil {
+		return err
+	}
+	var members map[string]alteon.MemberState
+	if _, ok, err := tx.Group(ctx, lb.ID()); err != nil {
+		return err
+	} else if ok {
+		if members, err = tx.Members(ctx, lb.ID()); err != nil {
+			return err
+		}
+	}
+	for _, rs := range all {
+		if !lb.owns(rs.Index) || rs.Name != lb.Owner || keep[rs.Index] {
+			continue
+		}
+		if _, member := members[rs.Index]; member {
+			continue
+		}
+		if _, err := tx.DeleteRealServer(ctx, rs.Index); err != nil {
+			return err
+		}
+		f.endDrain(rs.Index)
+	}
+	return nil
+}
+
+func (f *Frontend) ensureBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b Backend) error {
+	id, rs := lb.ID(), lb.realServerID(b)
+	if cur, ok, err := tx.RealServer(ctx, rs); err != nil {
+		return err
+	} else if ok && cur.Name != lb.Owner {
+		return rejectf("real server %s belongs to %q, not %q", rs, cur.Name, lb.Owner)
+	}
+	if _, err := tx.EnsureRealServer(ctx, alteon.RealServer{Index: rs, IP: b.IP.String(), Weight: b.Weight, State: alteon.RealServerEnabled, Name: lb.Owner}); err != nil {
+		return err
+	}
+	// The service uses "multiple real ports" (RealPort 0), so each real server carries its port.
+	if _, err := tx.EnsureRealServerPort(ctx, rs, 1, b.Port); err != nil {
+		return err
+	}
+	members, err := tx.Members(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch st, ok := members[rs]; {
+	case !ok:
+		_, err = tx.AddMember(ctx, id, rs)
+	case st != alteon.MemberEnabled:
+		_, err = tx.SetMemberState(ctx, id, rs, alteon.MemberEnabled)
+	}
+	if err == nil {
+		f.endDrain(rs)
+	}
+	return err
+}
+
+// retire drains then removes one member (a real server id of lb). It returns the time left to
+// drain, 0 once the real server is gone.
+func (f *Frontend) retire(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, rs string, now time.Time) (time.Duration, error) {
+	id := lb.ID()
+	g, ok, err := tx.Group(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	var st alteon.MemberState
+	member := false
+	if ok && g.Name == lb.Owner {
+		members, err := tx.Members(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		st, member = members[rs]
+	}
+	if member && f.opts.DrainPeriod > 0 {
+		if st != alteon.MemberShutdownConnection {
+			if _, err := tx.SetMemberState(ctx, id, rs, alteon.MemberShutdownConnection); err != nil {
+				return 0, err
+			}
+			f.setDrainStart(rs, now)
+			return f.opts.DrainPeriod, nil
+		}
+		if left := f.opts.DrainPeriod - now.Sub(f.drainStart(rs, now)); left > 0 {
+			return left, nil
+		}
+	}
+	if member {
+		if _, err := tx.RemoveMember(ctx, id, rs); err != nil {
+			return 0, err
+		}
+	}
+	if lb.owns(rs) {
+		cur, ok, err := tx.RealServer(ctx, rs)
+		if err != nil {
+			return 0, err
+		}
+		if ok && cur.Name == lb.Owner {
+			if _, err := tx.DeleteRealServer(ctx, rs); err != nil {
+				return 0, err
+			}
+		}
+	}
+	f.endDrain(rs)
+	return 0, nil
+}

@@ -1,0 +1,197 @@
+package radware
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/lbfed/lbfed/elb/radware/alteon"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// lbSpec / lbInfo keys.
+const (
+	KeyVIP         = "vip"
+	KeyPort        = "port"
+	KeyProtocol    = "protocol"
+	KeyMethod      = "method"
+	KeyHealthCheck = "healthCheck"
+	// KeyVirtualServer is added to lbInfo: the device object id, for people reading the status.
+	KeyVirtualServer = "virtualServer"
+)
+
+// Methods (lbSpec "method", Service annotation lb.zdns.cn/method) and their group metrics.
+var methods = map[string]alteon.Metric{
+	"rr":   alteon.MetricRoundRobin,
+	"lc":   alteon.MetricLeastConnections,
+	"hash": alteon.MetricHash,
+}
+
+// Health checks accepted in lbSpec "healthCheck" (group HealthID); "none" disables it.
+var healthChecks = map[string]string{"tcp": "tcp", "udp": "udp", "icmp": "icmp", "http": "http", "none": ""}
+
+// LoadBalancer is one L4 virtual service on the Alteon: VIP:port/protocol balanced over one group.
+type LoadBalancer struct {
+	VIP      netip.Addr
+	Port     int
+	Protocol string // "TCP" or "UDP"
+	Method   string // rr, lc or hash
+	// HealthCheck is the group's HealthID ("" for none).
+	HealthCheck string
+	// Owner marks the device objects this load balancer creates (their Name/Vname); objects with
+	// another owner are never changed or deleted.
+	Owner string
+	// Prefix starts every device id of the load balancer (default "lbfed").
+	Prefix string
+}
+
+// ID is the index of the load balancer's virtual server and group:
+// <prefix>_<vip>_<protocol>_<port>.
+func (lb LoadBalancer) ID() string {
+	p := lb.Prefix
+	if p == "" {
+		p = "lbfed"
+	}
+	return fmt.Sprintf("%s_%s_%s_%d", p, lb.VIP, strings.ToLower(lb.Protocol), lb.Port)
+}
+
+// String is the load balancer as people write it.
+func (lb LoadBalancer) String() string {
+	return fmt.Sprintf("%s:%d/%s", lb.VIP, lb.Port, lb.Protocol)
+}
+
+func (lb LoadBalancer) metric() alteon.Metric { return methods[lb.Method] }
+
+func (lb LoadBalancer) balance() alteon.Balance {
+	if lb.Protocol == "UDP" {
+		return alteon.BalanceUDP
+	}
+	return alteon.BalanceTCP
+}
+
+// realServerID is the real server index of a backend: <lb id>_<ip>_<port>. Real servers are per
+// load balancer so that deleting one never touches another's.
+func (lb LoadBalancer) realServerID(b Backend) string {
+	return fmt.Sprintf("%s_%s_%d", lb.ID(), b.IP, b.Port)
+}
+
+// owns reports whether a real server index belongs to this load balancer's namespace of ids.
+func (lb LoadBalancer) owns(realServer string) bool {
+	return strings.HasPrefix(realServer, lb.ID()+"_")
+}
+
+// Info is the lbInfo a created load balancer is known by: the canonical spec plus the device id.
+func (lb LoadBalancer) Info() map[string]string {
+	hc := lb.HealthCheck
+	if hc == "" {
+		hc = "none"
+	}
+	return map[string]string{
+		KeyVIP: lb.VIP.String(), KeyPort: strconv.Itoa(lb.Port), KeyProtocol: lb.Protocol,
+		KeyMethod: lb.Method, KeyHealthCheck: hc, KeyVirtualServer: lb.ID(),
+	}
+}
+
+// ParseLoadBalancer reads an lbSpec or lbInfo: vip (IPv4, required), port (1 or 9..65534,
+// required), protocol (TCP or UDP, default TCP), method (rr, lc or hash, default rr) and
+// healthCheck (tcp, udp, icmp, http or none; default tcp for TCP, udp for UDP). Unknown keys are
+// refused, except KeyVirtualServer (present in lbInfo).
+func ParseLoadBalancer(spec map[string]string) (LoadBalancer, error) {
+	var lb LoadBalancer
+	var unknown []string
+	for k := range spec {
+		switch k {
+		case KeyVIP, KeyPort, KeyProtocol, KeyMethod, KeyHealthCheck, KeyVirtualServer:
+		default:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return lb, fmt.Errorf("unknown lbSpec keys %s (known: vip, port, protocol, method, healthCheck)", strings.Join(unknown, ", "))
+	}
+	vip, err := netip.ParseAddr(strings.TrimSpace(spec[KeyVIP]))
+	if err != nil || !vip.Is4() || vip.IsUnspecified() {
+		return lb, fmt.Errorf("lbSpec vip %q: must be an IPv4 address", spec[KeyVIP])
+	}
+	lb.VIP = vip
+	port, err := strconv.Atoi(strings.TrimSpace(spec[KeyPort]))
+	if err != nil || !(port == 1 || (port >= 9 && port <= 65534)) {
+		return lb, fmt.Errorf("lbSpec port %q: must be 9..65534 (or 1 for an IP service)", spec[KeyPort])
+	}
+	lb.Port = port
+	lb.Protocol = strings.ToUpper(strings.TrimSpace(spec[KeyProtocol]))
+	if lb.Protocol == "" {
+		lb.Protocol = "TCP"
+	}
+	if lb.Protocol != "TCP" && lb.Protocol != "UDP" {
+		return lb, fmt.Errorf("lbSpec protocol %q: must be TCP or UDP", spec[KeyProtocol])
+	}
+	lb.Method = strings.ToLower(strings.TrimSpace(spec[KeyMethod]))
+	if lb.Method == "" {
+		lb.Method = "rr"
+	}
+	if _, ok := methods[lb.Method]; !ok {
+		return lb, fmt.Errorf("lbSpec method %q: must be rr, lc or hash", spec[KeyMethod])
+	}
+	hc, ok := spec[KeyHealthCheck]
+	hc = strings.ToLower(strings.TrimSpace(hc))
+	switch {
+	case !ok || hc == "":
+		lb.HealthCheck = strings.ToLower(lb.Protocol)
+	default:
+		id, known := healthChecks[hc]
+		if !known {
+			return lb, fmt.Errorf("lbSpec healthCheck %q: must be tcp, udp, icmp, http or none", spec[KeyHealthCheck])
+		}
+		lb.HealthCheck = id
+	}
+	return lb, nil
+}
+
+// Backend is one real server of a load balancer.
+type Backend struct {
+	IP     netip.Addr
+	Port   int
+	Weight int // 1..48
+}
+
+// Real server weight range of the device.
+const (
+	MinWeight = 1
+	MaxWeight = 48
+)
+
+// ParseBackend reads a backend address ("ip:port", IPv4) and its parameters: weight (1..48,
+// default 1). Other parameters (e.g. lbfed.io/cluster) are accepted and ignored.
+func ParseBackend(addr string, params map[string]string) (Backend, error) {
+	ap, err := netip.ParseAddrPort(strings.TrimSpace(addr))
+	if err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
+		return Backend{}, fmt.Errorf("backend address %q: must be IPv4 ip:port", addr)
+	}
+	if ap.Port() < 5 || ap.Port() > 65534 {
+		return Backend{}, fmt.Errorf("backend address %q: port must be 5..65534", addr)
+	}
+	w, err := ParseWeight(params)
+	if err != nil {
+		return Backend{}, err
+	}
+	return Backend{IP: ap.Addr(), Port: int(ap.Port()), Weight: w}, nil
+}
+
+// ParseWeight reads parameters.weight (default 1).
+func ParseWeight(params map[string]string) (int, error) {
+	s, ok := params[lbcfv1beta1.ParamWeight]
+	if !ok || strings.TrimSpace(s) == "" {
+		return MinWeight, nil
+	}
+	w, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || w < MinWeight || w > MaxWeight {
+		return 0, fmt.Errorf("parameter weight %q: must be an integer %d..%d (the Alteon real server weight range)", s, MinWeight, MaxWeight)
+	}
+	return w, nil
+}
+
+func (b Backend) String() string { return netip.AddrPortFrom(b.IP, uint16(b.Port)).String() }
