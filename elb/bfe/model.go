@@ -1,7 +1,3 @@
-// Package bfe drives a BFE front end from LBCF: it keeps the desired load balancers and backends,
-// generates BFE's routing and balancing files from them, validates them, writes them as versioned
-// directories and hot-reloads BFE in an order that never routes to a missing cluster. Driver serves
-// the LBCF driver webhooks over this, committing concurrent calls as one write and reload.
 package bfe
 
 import (

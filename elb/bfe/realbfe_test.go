@@ -305,10 +305,11 @@ func TestRealBFE(t *testing.T) {
 	g.Expect(counts["m2-a"]).To(BeNumerically("~", 300, 45))
 
 	// A canary route on the same host and path, selected by cookie.
-	cr, err := d.CreateLoadBalancer(ctx, &driver.CreateLoadBalancerRequest{LBSpec: map[string]string{"host": "app.example.test", "cookie": "canary:yes", "name": "web-canary"}})
+	cr, err := d.CreateLoadBalancer(ctx, &driver.CreateLoadBalancerRequest{LBSpec: map[string]string{"host": "app.example.test", "cookie": "canary:yes|true", "name": "web-canary"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	ensure(cr.LBInfo, canary, nil)
 	g.Expect(traffic.split(g, 20, "app.example.test", "/x", "canary=yes")).To(Equal(map[string]int{"canary": 20}))
+	g.Expect(traffic.split(g, 5, "app.example.test", "/x", "canary=true")).To(Equal(map[string]int{"canary": 5}))
 	g.Expect(traffic.split(g, 50, "app.example.test", "/x", "canary=no")).NotTo(HaveKey("canary"))
 
 	// More route shapes: wildcard host, header condition with a plain route on the same path, a

@@ -1,0 +1,38 @@
+// Package bfe drives a BFE front end from LBCF: it keeps the desired load balancers and backends
+// (Model), generates BFE's routing and balancing files from them (Generate), validates them
+// (bfeconf), writes them as versioned directories (Store) and hot-reloads BFE in an order that
+// never routes to a missing cluster (Frontend). Driver serves the LBCF driver webhooks over this,
+// committing concurrent calls as one write and reload.
+//
+// # Mapping
+//
+//   - One LoadBalancer is one BFE cluster. lbSpec keys: host (exact, "*" or "*.suffix"), path
+//     ("/a/*" element prefix, "/a" exact; default "/*"), cookie and header (ingress-bfe's
+//     "key:value" conditions; "v1|v2" lists alternatives), name (cluster name; by default derived
+//     from the route). Unknown lbSpec keys and any attribute are refused.
+//   - A host+path served by one unconditional LoadBalancer is a basic rule; otherwise its basic rule
+//     is ADVANCED_MODE and every LoadBalancer on it becomes a product rule, most specific first.
+//   - One member cluster is one sub-cluster (backend parameter lbfed.io/cluster, "default" when
+//     absent). Instance weight: parameter weight (0..10000, default 10). Sub-cluster weight:
+//     parameter lbfed.io/cluster-weight with ingress-bfe balance.weight semantics (0 = no traffic,
+//     the sum must be positive), set per member, e.g. through a Karmada OverridePolicy; without it,
+//     the member's instance weight sum, so a federated pool splits like one flat pool. The split is
+//     per request (HashStrategy 0 with a hash header no client sends), not per client IP.
+//   - A LoadBalancer without a positive-weight backend has no route, so its traffic falls through
+//     to the next matching route; ensureBackend fails while all its sub-cluster weights are 0.
+//
+// # Running it
+//
+// The driver runs on the BFE host: BFE accepts reloads from loopback only and reads the files the
+// driver writes. bfe.conf names the routing files through the store's "current" link
+// (BFEConfServerSection), so a restarted BFE loads the last version it accepted. The store writes
+// version 1 (no routes) on first start, so BFE can start before any LoadBalancer exists.
+//
+// # Reloads
+//
+// Each change writes a complete version directory (temporary name, fsync, rename), reloads with
+// ?path=<version dir>, accepts only the body {"error":null}, checks /monitor/*_version, and only
+// then moves "current". Order: GSLB data before routes when clusters appear, routes before GSLB
+// data when they disappear, and a union of old and new GSLB data first when both happen. On failure
+// BFE is reloaded back to the current version and the caller gets BFE's raw message.
+package bfe
