@@ -1,0 +1,125 @@
+// Package servingcert gives lbfed's HTTPS servers (LBCF admission, the Karmada interpreter,
+// drivers) a certificate: the operator's, from a folder (tls.crt, tls.key), or for local use a
+// self-signed bootstrap — a CA and a serving certificate written to that folder once, whose CA
+// is what webhook configurations need as caBundle. Reloading on change is left to the server
+// (controller-runtime's certwatcher watches the same files).
+package servingcert
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File names inside the certificate folder (the names cert-manager and Kubernetes TLS secrets use).
+const (
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+	CAFile   = "ca.crt"
+)
+
+// Ensure makes sure dir holds a serving certificate. When tls.crt and tls.key exist they are
+// used as they are and the returned CA is the content of ca.crt (nil if absent). Otherwise a new
+// CA and a certificate for hosts (DNS names or IPs) valid for validity are written, and the CA
+// PEM is returned for caBundle fields.
+func Ensure(dir string, hosts []string, validity time.Duration) (caPEM []byte, err error) {
+	certPath, keyPath, caPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile), filepath.Join(dir, CAFile)
+	if exists(certPath) && exists(keyPath) {
+		ca, err := os.ReadFile(caPath)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return ca, err
+	}
+	if len(hosts) == 0 {
+		return nil, errors.New("self-signed certificate: no host names or IPs given")
+	}
+	if validity <= 0 {
+		validity = 365 * 24 * time.Hour
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create certificate folder: %w", err)
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: "lbfed-selfsigned-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create CA: %w", err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: hosts[0]},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create serving certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	// The key goes last: a folder with a certificate but no key is not taken for a finished one.
+	for _, f := range []struct {
+		path string
+		data []byte
+	}{
+		{caPath, caPEM},
+		{certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})},
+		{keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})},
+	} {
+		if err := writeAtomic(f.path, f.data); err != nil {
+			return nil, err
+		}
+	}
+	return caPEM, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	return n
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp, path)
+}
