@@ -445,6 +445,16 @@ func TestRealBFE(t *testing.T) {
 	bad := b.store.VersionDir(cur.Version)
 	err = mon.Reload(ctx, bfeconf.ServerData, filepath.Join(bad, "missing"))
 	g.Expect(err).To(MatchError(ContainSubstring("no such file or directory")))
+
+	// BFE accepts every construct of the golden files (IPv6 instances, weight-0 sub-clusters, exact
+	// paths, header and cookie conditions, wildcard and path-only routes).
+	golden, err := filepath.Abs(filepath.Join("testdata", "golden", "federated"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(mon.Reload(ctx, bfeconf.GslbData, filepath.Join(golden, "cluster_conf"))).To(Succeed())
+	g.Expect(mon.Reload(ctx, bfeconf.ServerData, filepath.Join(golden, "server_data_conf"))).To(Succeed())
+	active, err = mon.Versions(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect([]string{active.RouteRule, active.GslbTs}).To(Equal([]string{"7", "9"}))
 }
 
 // reloadCount sums lbfed_bfe_reloads_total over reload groups.
