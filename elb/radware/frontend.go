@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -231,7 +232,10 @@ func (f *Frontend) drainRemaining(rs string, now time.Time) (time.Duration, bool
 // EnsureLoadBalancer creates or repairs the load balancer's group, virtual server and service.
 func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) error {
 	return f.submit(ctx, "ensure load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
-		return f.ensureLB(ctx, tx, lb)
+		if err := f.checkLB(ctx, tx, lb); err != nil {
+			return err
+		}
+		return f.writeLB(ctx, tx, lb)
 	})
 }
 
@@ -239,7 +243,7 @@ func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) erro
 // group, its real servers) and nothing else. Deleting a missing load balancer succeeds.
 func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) error {
 	return f.submit(ctx, "delete load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
-		return f.deleteLB(ctx, tx, lb)
+		return f.deleteLB(ctx, tx, lb.ID(), lb.Owner)
 	})
 }
 
@@ -247,10 +251,13 @@ func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) erro
 // was draining).
 func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend) error {
 	return f.submit(ctx, "ensure backend "+b.String()+" of "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
-		if err := f.checkLB(ctx, tx, lb); err != nil {
+		if err := f.checkExists(ctx, tx, lb); err != nil {
 			return err
 		}
-		return f.ensureBackend(ctx, tx, lb, b)
+		if err := f.checkBackend(ctx, tx, lb, b); err != nil {
+			return err
+		}
+		return f.writeBackend(ctx, tx, lb, b)
 	})
 }
 
@@ -277,44 +284,68 @@ type SyncResult struct {
 	Requeue time.Duration
 }
 
+func (r *SyncResult) wait(d time.Duration) {
+	if d > 0 && (r.Requeue == 0 || d < r.Requeue) {
+		r.Requeue = d
+	}
+}
+
 // Sync makes the load balancer serve exactly backends: it ensures the load balancer and every
 // backend, and drains then removes any other member.
 func (f *Frontend) Sync(ctx context.Context, lb LoadBalancer, backends []Backend) (SyncResult, error) {
 	var res SyncResult
 	err := f.submit(ctx, "sync load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		res = SyncResult{}
-		if err := f.ensureLB(ctx, tx, lb); err != nil {
+		if err := f.checkDesired(ctx, tx, Desired{lb, backends}); err != nil {
 			return err
 		}
-		want := map[string]bool{}
-		for _, b := range backends {
-			want[lb.realServerID(b)] = true
-			if err := f.ensureBackend(ctx, tx, lb, b); err != nil {
-				return err
-			}
-		}
-		members, err := tx.Members(ctx, lb.ID())
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		for m := range members {
-			if want[m] {
-				continue
-			}
-			wait, err := f.retire(ctx, tx, lb, m, now)
-			if err != nil {
-				return err
-			}
-			if wait > 0 && (res.Requeue == 0 || wait < res.Requeue) {
-				res.Requeue = wait
-			}
-		}
-		// Real servers of this load balancer left behind outside the group (a transaction cut
-		// short by a crash) are removed too.
-		return f.deleteStrayRealServers(ctx, tx, lb, want)
+		return f.syncLB(ctx, tx, lb, backends, time.Now(), &res)
 	})
 	return res, err
+}
+
+// Desired is one load balancer and the exact set of its backends.
+type Desired struct {
+	LoadBalancer LoadBalancer
+	Backends     []Backend
+}
+
+// SyncOwner makes the device hold exactly the desired load balancers among those marked with
+// owner: each is synced as by Sync, and every other load balancer of owner is deleted. All of
+// them must carry owner. Nothing is written when any of them is refused.
+func (f *Frontend) SyncOwner(ctx context.Context, owner string, desired []Desired) (SyncResult, error) {
+	var res SyncResult
+	err := f.submit(ctx, "sync load balancers of "+owner, func(ctx context.Context, tx *alteon.Tx) error {
+		res = SyncResult{}
+		keep := map[string]bool{}
+		for _, d := range desired {
+			if d.LoadBalancer.Owner != owner {
+				return rejectf("load balancer %s has owner %q, not %q", d.LoadBalancer, d.LoadBalancer.Owner, owner)
+			}
+			if keep[d.LoadBalancer.ID()] {
+				return rejectf("load balancer %s is listed twice", d.LoadBalancer)
+			}
+			keep[d.LoadBalancer.ID()] = true
+			if err := f.checkDesired(ctx, tx, d); err != nil {
+				return err
+			}
+		}
+		now := time.Now()
+		for _, d := range desired {
+			if err := f.syncLB(ctx, tx, d.LoadBalancer, d.Backends, now, &res); err != nil {
+				return err
+			}
+		}
+		return f.deleteOwned(ctx, tx, owner, keep)
+	})
+	return res, err
+}
+
+// DeleteOwner removes every load balancer marked with owner, and its real servers.
+func (f *Frontend) DeleteOwner(ctx context.Context, owner string) error {
+	return f.submit(ctx, "delete load balancers of "+owner, func(ctx context.Context, tx *alteon.Tx) error {
+		return f.deleteOwned(ctx, tx, owner, nil)
+	})
 }
 
 // Healthy checks that a master answers.
@@ -324,8 +355,12 @@ func (f *Frontend) Healthy(ctx context.Context) error {
 }
 
 // --- transaction steps (inside Pair.Do) ---
+//
+// check* steps only read and refuse (RejectedError); write* and the others write. A change runs
+// every check before its first write, so that a refused change leaves nothing in the batch.
 
-func (f *Frontend) checkLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
+// checkExists refuses when the load balancer's group is missing or not ours.
+func (f *Frontend) checkExists(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
 	g, ok, err := tx.Group(ctx, lb.ID())
 	if err != nil {
 		return err
@@ -339,10 +374,10 @@ func (f *Frontend) checkLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) 
 	return nil
 }
 
-func (f *Frontend) ensureLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
+// checkLB refuses objects with the load balancer's ids but another owner, and another virtual
+// server already serving VIP:port.
+func (f *Frontend) checkLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
 	id := lb.ID()
-	// Refuse before writing: objects with our ids but another owner, or another virtual server
-	// already serving VIP:port.
 	if vs, ok, err := tx.VirtualServer(ctx, id); err != nil {
 		return err
 	} else if ok && vs.Name != lb.Owner {
@@ -371,17 +406,77 @@ func (f *Frontend) ensureLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer)
 			}
 		}
 	}
+	return nil
+}
+
+// checkBackend refuses a real server id held by another owner.
+func (f *Frontend) checkBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b Backend) error {
+	rs := lb.realServerID(b)
+	cur, ok, err := tx.RealServer(ctx, rs)
+	if err != nil {
+		return err
+	}
+	if ok && cur.Name != lb.Owner {
+		return rejectf("real server %s belongs to %q, not %q", rs, cur.Name, lb.Owner)
+	}
+	return nil
+}
+
+func (f *Frontend) checkDesired(ctx context.Context, tx *alteon.Tx, d Desired) error {
+	if err := f.checkLB(ctx, tx, d.LoadBalancer); err != nil {
+		return err
+	}
+	for _, b := range d.Backends {
+		if err := f.checkBackend(ctx, tx, d.LoadBalancer, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Frontend) writeLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
+	id := lb.ID()
 	if _, err := tx.EnsureGroup(ctx, alteon.Group{Index: id, Metric: lb.metric(), HealthID: lb.HealthCheck, Name: lb.Owner}); err != nil {
 		return err
 	}
 	if _, err := tx.EnsureVirtualServer(ctx, alteon.VirtualServer{Index: id, IP: lb.VIP.String(), Enabled: true, Name: lb.Owner}); err != nil {
 		return err
 	}
-	_, err = tx.EnsureVirtualService(ctx, alteon.VirtualService{
+	_, err := tx.EnsureVirtualService(ctx, alteon.VirtualService{
 		Server: id, Index: 1, VirtPort: lb.Port, RealPort: 0, Balance: lb.balance(),
 		DBind: 2, PBind: 3, Group: id, PersistentTimeout: 10, ProxyIPMode: f.opts.ProxyIPMode,
 	})
 	return err
+}
+
+// syncLB writes the load balancer and its backends and retires other members (checks done).
+func (f *Frontend) syncLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, backends []Backend, now time.Time, res *SyncResult) error {
+	if err := f.writeLB(ctx, tx, lb); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, b := range backends {
+		want[lb.realServerID(b)] = true
+		if err := f.writeBackend(ctx, tx, lb, b); err != nil {
+			return err
+		}
+	}
+	members, err := tx.Members(ctx, lb.ID())
+	if err != nil {
+		return err
+	}
+	for m := range members {
+		if want[m] {
+			continue
+		}
+		wait, err := f.retire(ctx, tx, lb, m, now)
+		if err != nil {
+			return err
+		}
+		res.wait(wait)
+	}
+	// Real servers of this load balancer left outside the group (a transaction cut short) go too.
+	return f.deleteStrayRealServers(ctx, tx, lb.ID(), lb.Owner, want)
 }
 
 func overlaps(a, b alteon.Balance) bool {
@@ -390,13 +485,14 @@ func overlaps(a, b alteon.Balance) bool {
 	return (udp(a) && udp(b)) || (tcp(a) && tcp(b))
 }
 
-func (f *Frontend) deleteLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer) error {
-	id := lb.ID()
+// deleteLB removes the load balancer with id, if owner owns it: service, virtual server,
+// memberships, group and its real servers.
+func (f *Frontend) deleteLB(ctx context.Context, tx *alteon.Tx, id, owner string) error {
 	vs, ok, err := tx.VirtualServer(ctx, id)
 	if err != nil {
 		return err
 	}
-	if ok && vs.Name == lb.Owner {
+	if ok && vs.Name == owner {
 		// The service goes first: it references the group.
 		if _, err := tx.DeleteVirtualService(ctx, id, 1); err != nil {
 			return err
@@ -409,7 +505,7 @@ func (f *Frontend) deleteLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer)
 	if err != nil {
 		return err
 	}
-	if ok && g.Name == lb.Owner {
+	if ok && g.Name == owner {
 		members, err := tx.Members(ctx, id)
 		if err != nil {
 			return err
@@ -423,26 +519,78 @@ func (f *Frontend) deleteLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer)
 			return err
 		}
 	}
-	return f.deleteStrayRealServers(ctx, tx, lb, nil)
+	return f.deleteStrayRealServers(ctx, tx, id, owner, nil)
 }
 
-// deleteStrayRealServers deletes this load balancer's real servers that are no group member and
-// not in keep.
-func (f *Frontend) deleteStrayRealServers(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, keep map[string]bool) error {
+// deleteOwned deletes every load balancer marked with owner whose id is not in keep, and real
+// servers of owner that belong to none of the kept ones.
+func (f *Frontend) deleteOwned(ctx context.Context, tx *alteon.Tx, owner string, keep map[string]bool) error {
+	vss, err := tx.VirtualServers(ctx)
+	if err != nil {
+		return err
+	}
+	groups, err := tx.Groups(ctx)
+	if err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, vs := range vss {
+		if vs.Name == owner && !keep[vs.Index] {
+			ids[vs.Index] = true
+		}
+	}
+	for _, g := range groups {
+		if g.Name == owner && !keep[g.Index] {
+			ids[g.Index] = true
+		}
+	}
+	for id := range ids {
+		if err := f.deleteLB(ctx, tx, id, owner); err != nil {
+			return err
+		}
+	}
+	all, err := tx.RealServers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rs := range all {
+		if rs.Name != owner || keptRealServer(rs.Index, keep) {
+			continue
+		}
+		if _, err := tx.DeleteRealServer(ctx, rs.Index); err != nil {
+			return err
+		}
+		f.endDrain(rs.Index)
+	}
+	return nil
+}
+
+func keptRealServer(rs string, keep map[string]bool) bool {
+	for id := range keep {
+		if strings.HasPrefix(rs, id+"_") {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteStrayRealServers deletes real servers of the load balancer id (marked owner) that are no
+// group member and not in keep.
+func (f *Frontend) deleteStrayRealServers(ctx context.Context, tx *alteon.Tx, id, owner string, keep map[string]bool) error {
 	all, err := tx.RealServers(ctx)
 	if err != nil {
 		return err
 	}
 	var members map[string]alteon.MemberState
-	if _, ok, err := tx.Group(ctx, lb.ID()); err != nil {
+	if _, ok, err := tx.Group(ctx, id); err != nil {
 		return err
 	} else if ok {
-		if members, err = tx.Members(ctx, lb.ID()); err != nil {
+		if members, err = tx.Members(ctx, id); err != nil {
 			return err
 		}
 	}
 	for _, rs := range all {
-		if !lb.owns(rs.Index) || rs.Name != lb.Owner || keep[rs.Index] {
+		if !strings.HasPrefix(rs.Index, id+"_") || rs.Name != owner || keep[rs.Index] {
 			continue
 		}
 		if _, member := members[rs.Index]; member {
@@ -456,13 +604,9 @@ func (f *Frontend) deleteStrayRealServers(ctx context.Context, tx *alteon.Tx, lb
 	return nil
 }
 
-func (f *Frontend) ensureBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b Backend) error {
+// writeBackend adds or updates one real server and its membership (checks done).
+func (f *Frontend) writeBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b Backend) error {
 	id, rs := lb.ID(), lb.realServerID(b)
-	if cur, ok, err := tx.RealServer(ctx, rs); err != nil {
-		return err
-	} else if ok && cur.Name != lb.Owner {
-		return rejectf("real server %s belongs to %q, not %q", rs, cur.Name, lb.Owner)
-	}
 	if _, err := tx.EnsureRealServer(ctx, alteon.RealServer{Index: rs, IP: b.IP.String(), Weight: b.Weight, State: alteon.RealServerEnabled, Name: lb.Owner}); err != nil {
 		return err
 	}

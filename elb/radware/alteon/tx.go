@@ -437,3 +437,16 @@ func (tx *Tx) Preload(ctx context.Context, tables ...string) error {
 	}
 	return nil
 }
+
+// Groups lists every group.
+func (tx *Tx) Groups(ctx context.Context) ([]Group, error) {
+	rows, err := tx.list(ctx, TableGroup)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Group, len(rows))
+	for i, r := range rows {
+		out[i] = groupFromRow(r)
+	}
+	return out, nil
+}

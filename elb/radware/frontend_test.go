@@ -1,0 +1,93 @@
+package radware
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+)
+
+func mustLB(t *testing.T, spec map[string]string, owner string) LoadBalancer {
+	t.Helper()
+	lb, err := ParseLoadBalancer(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb.Owner, lb.Prefix = owner, "elb"
+	return lb
+}
+
+func be(ip string, port int) Backend {
+	return Backend{IP: netip.MustParseAddr(ip), Port: port, Weight: 1}
+}
+
+func TestSyncDrainsRemovedMembers(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{frontend: FrontendOptions{DrainPeriod: 200 * time.Millisecond}})
+	lb := mustLB(t, map[string]string{"vip": "192.0.2.20", "port": "443"}, "elb/c1/ns/web")
+	id := lb.ID()
+	g.Expect(id).To(Equal("elb_192.0.2.20_tcp_443"))
+	res, err := e.fe.Sync(testCtx(t), lb, []Backend{be("10.0.0.1", 30443), be("10.0.0.2", 30443)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Requeue).To(BeZero())
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).Members(id)).To(HaveLen(2))
+
+	res, err = e.fe.Sync(testCtx(t), lb, []Backend{be("10.0.0.1", 30443)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Requeue).To(Equal(200 * time.Millisecond))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).Members(id)).To(Equal(map[string]int{id + "_10.0.0.1_30443": 1, id + "_10.0.0.2_30443": 3}))
+
+	g.Eventually(func() map[string]int {
+		_, err := e.fe.Sync(testCtx(t), lb, []Backend{be("10.0.0.1", 30443)})
+		g.Expect(err).NotTo(HaveOccurred())
+		return e.sim.A.Snapshot(alteonsim.Running).Members(id)
+	}).WithTimeout(3 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(map[string]int{id + "_10.0.0.1_30443": 1}))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{id + "_10.0.0.1_30443"}))
+}
+
+func TestSyncOwnerAndDeleteOwner(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{})
+	owner := "elb/c1/ns/web"
+	http := mustLB(t, map[string]string{"vip": "192.0.2.30", "port": "80"}, owner)
+	dns := mustLB(t, map[string]string{"vip": "192.0.2.30", "port": "53", "protocol": "UDP"}, owner)
+	other := mustLB(t, map[string]string{"vip": "192.0.2.31", "port": "80"}, "elb/c1/ns/other")
+	_, err := e.fe.SyncOwner(testCtx(t), other.Owner, []Desired{{other, []Backend{be("10.0.0.9", 30080)}}})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	_, err = e.fe.SyncOwner(testCtx(t), owner, []Desired{
+		{http, []Backend{be("10.0.0.1", 30080), be("10.0.0.2", 30080)}},
+		{dns, []Backend{be("10.0.0.1", 30053)}},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	run := e.sim.A.Snapshot(alteonsim.Running)
+	g.Expect(run.VirtualServers()).To(ConsistOf(http.ID(), dns.ID(), other.ID()))
+	g.Expect(run.Members(http.ID())).To(HaveLen(2))
+
+	// The Service lost its UDP port and changed VIP for HTTP: old objects of the owner go.
+	moved := mustLB(t, map[string]string{"vip": "192.0.2.32", "port": "80"}, owner)
+	_, err = e.fe.SyncOwner(testCtx(t), owner, []Desired{{moved, []Backend{be("10.0.0.1", 30080)}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	run = e.sim.A.Snapshot(alteonsim.Running)
+	g.Expect(run.VirtualServers()).To(ConsistOf(moved.ID(), other.ID()))
+	g.Expect(run.Groups()).To(ConsistOf(moved.ID(), other.ID()))
+	g.Expect(run.RealServers()).To(ConsistOf(moved.ID()+"_10.0.0.1_30080", other.ID()+"_10.0.0.9_30080"))
+
+	// Taking another owner's VIP:port is refused and writes nothing.
+	thief := mustLB(t, map[string]string{"vip": "192.0.2.31", "port": "80"}, owner)
+	applies := e.sim.A.Applies()
+	_, err = e.fe.SyncOwner(testCtx(t), owner, []Desired{{moved, nil}, {thief, nil}})
+	g.Expect(IsRejected(err)).To(BeTrue(), "got %v", err)
+	g.Expect(err).To(MatchError(ContainSubstring(`belongs to "elb/c1/ns/other"`)))
+	g.Expect(e.sim.A.Applies()).To(Equal(applies))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).Members(moved.ID())).To(HaveLen(1), "the refused change did not remove members")
+
+	g.Expect(e.fe.DeleteOwner(testCtx(t), owner)).To(Succeed())
+	run = e.sim.A.Snapshot(alteonsim.Running)
+	g.Expect(run.VirtualServers()).To(ConsistOf(other.ID()))
+	g.Expect(run.RealServers()).To(ConsistOf(other.ID() + "_10.0.0.9_30080"))
+	g.Expect(e.fe.DeleteOwner(testCtx(t), owner)).To(Succeed(), "idempotent")
+}
