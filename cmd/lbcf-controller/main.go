@@ -1,0 +1,192 @@
+// Command lbcf-controller is LBCF for one cluster (--mode=standalone: calls drivers, keeps
+// BackendRecords) or the member-side reporter of an lbfed federation (--mode=member: writes each
+// BackendGroup's candidate backends into its status, never calls a driver). Both modes serve the
+// LBCF admission webhooks.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lbcfadmission "github.com/lbfed/lbfed/lbcf/admission"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/servingcert"
+)
+
+type flags struct {
+	mode                                        string
+	dryRun                                      bool
+	minRetryDelay, retryDelayStep, maxRetry     time.Duration
+	healthzPeriod, resyncPeriod                 time.Duration
+	clientQPS                                   float64
+	clientBurst                                 int
+	driverWorkers, lbWorkers, bgWorkers         int
+	brWorkers, writeParallelism                 int
+	candidatesBudget                            int
+	leaderElect                                 bool
+	leaderElectNamespace                        string
+	metricsAddr, probeAddr                      string
+	webhookHost                                 string
+	webhookPort                                 int
+	certDir, serverCrt, serverKey               string
+	selfSignedHosts                             string
+	webhookConfigURL, webhookConfigName         string
+	driverCA, driverClientCert, driverClientKey string
+}
+
+func main() {
+	f := flags{}
+	fs := flag.CommandLine
+	fs.StringVar(&f.mode, "mode", "standalone", "standalone: the complete LBCF for this cluster (calls drivers). member: report BackendGroup candidates for an lbfed federation (never calls drivers).")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "Call only drivers with acceptDryRunCall (with dryRun: true), ignore their answers, write nothing, and deny every admission request after validating it.")
+	fs.DurationVar(&f.minRetryDelay, "min-retry-delay", 5*time.Second, "Smallest delay before a retry or a periodic ensure.")
+	fs.DurationVar(&f.retryDelayStep, "retry-delay-step", 10*time.Second, "First delay of the per-object exponential backoff.")
+	fs.DurationVar(&f.maxRetry, "max-retry-delay", 2*time.Minute, "Largest backoff delay.")
+	fs.DurationVar(&f.healthzPeriod, "driver-healthz-period", 30*time.Second, "How often drivers that list the healthz webhook are polled.")
+	fs.DurationVar(&f.resyncPeriod, "resync-period", 5*time.Minute, "Every BackendGroup is reconciled at least this often (drift guard).")
+	fs.Float64Var(&f.clientQPS, "client-qps", 200, "Queries per second to the API server.")
+	fs.IntVar(&f.clientBurst, "client-burst", 400, "Burst of queries to the API server.")
+	fs.IntVar(&f.driverWorkers, "driver-workers", 2, "Concurrent LoadBalancerDriver reconciles.")
+	fs.IntVar(&f.lbWorkers, "loadbalancer-workers", 8, "Concurrent LoadBalancer reconciles.")
+	fs.IntVar(&f.bgWorkers, "backendgroup-workers", 8, "Concurrent BackendGroup reconciles.")
+	fs.IntVar(&f.brWorkers, "backendrecord-workers", 64, "Concurrent BackendRecord reconciles (each waits on a driver call).")
+	fs.IntVar(&f.writeParallelism, "record-write-parallelism", 16, "Concurrent record writes within one BackendGroup reconcile.")
+	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", controller.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Run only while holding the lbcf-controller lease, so that two replicas never call drivers twice.")
+	fs.StringVar(&f.leaderElectNamespace, "leader-elect-namespace", "kube-system", "Namespace of the leader-election lease.")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":11029", "Address of /metrics.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":11030", "Address of /healthz and /readyz.")
+	fs.StringVar(&f.webhookHost, "webhook-host", "", "Address the admission webhooks listen on (all when empty).")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhooks (HTTPS).")
+	fs.StringVar(&f.certDir, "cert-dir", "/etc/lbcf", "Folder with the serving certificate (tls.crt, tls.key); reloaded when it changes.")
+	fs.StringVar(&f.serverCrt, "server-crt", "", "Serving certificate file (the original's flag; overrides --cert-dir's tls.crt).")
+	fs.StringVar(&f.serverKey, "server-key", "", "Serving key file (the original's flag; overrides --cert-dir's tls.key).")
+	fs.StringVar(&f.selfSignedHosts, "self-signed-cert-hosts", "", "Comma-separated hosts/IPs: when the certificate folder is empty, write a self-signed CA and certificate for them (local use) and print the caBundle.")
+	fs.StringVar(&f.webhookConfigURL, "webhook-config-url", "", "When set (e.g. https://127.0.0.1:9443), create or update the webhook configurations pointing at this URL with the serving CA (local use; charts render them otherwise).")
+	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "lbcf-controller", "Name of the webhook configurations written by --webhook-config-url.")
+	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty).")
+	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers.")
+	fs.StringVar(&f.driverClientKey, "driver-client-key", "", "Key of the client certificate presented to drivers.")
+	klog.InitFlags(fs)
+	flag.Parse()
+	ctrl.SetLogger(klog.NewKlogr())
+	if err := run(ctrl.SetupSignalHandler(), f); err != nil {
+		klog.ErrorS(err, "lbcf-controller failed")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, f flags) error {
+	if f.mode != "standalone" && f.mode != "member" {
+		return fmt.Errorf("--mode must be standalone or member, not %q", f.mode)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := lbcfv1beta1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(f.clientQPS), f.clientBurst
+
+	certDir, certName, keyName := f.certDir, servingcert.CertFile, servingcert.KeyFile
+	if f.serverCrt != "" {
+		certDir, certName = filepath.Dir(f.serverCrt), filepath.Base(f.serverCrt)
+	}
+	if f.serverKey != "" {
+		keyName = filepath.Base(f.serverKey)
+	}
+	var caBundle []byte
+	if f.selfSignedHosts != "" {
+		if caBundle, err = servingcert.Ensure(certDir, strings.Split(f.selfSignedHosts, ","), 0); err != nil {
+			return fmt.Errorf("self-signed certificate: %w", err)
+		}
+		fmt.Printf("caBundle: %s\n", base64.StdEncoding.EncodeToString(caBundle))
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:  f.probeAddr,
+		LeaderElection:          f.leaderElect,
+		LeaderElectionID:        "lbcf-controller-" + f.mode,
+		LeaderElectionNamespace: f.leaderElectNamespace,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: f.webhookHost, Port: f.webhookPort, CertDir: certDir, CertName: certName, KeyName: keyName,
+		}),
+		// Big clusters: managed fields are half of a cached pod and never read here.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+
+	tlsCfg, err := driver.TLSConfigFromFiles(f.driverCA, f.driverClientCert, f.driverClientKey)
+	if err != nil {
+		return err
+	}
+	invoker := driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
+	opts := controller.Options{
+		Invoker: invoker, Recorder: mgr.GetEventRecorder("lbcf-controller"), DryRun: f.dryRun,
+		MinRetryDelay: f.minRetryDelay, RetryDelayStep: f.retryDelayStep, MaxRetryDelay: f.maxRetry, HealthzPeriod: f.healthzPeriod,
+		DriverWorkers: f.driverWorkers, LoadBalancerWorkers: f.lbWorkers, BackendGroupWorkers: f.bgWorkers,
+		BackendRecordWorkers: f.brWorkers, WriteParallelism: f.writeParallelism,
+		Metrics: controller.NewMetrics(ctrlmetrics.Registry),
+	}
+	if f.mode == "member" {
+		err = controller.SetupMember(ctx, mgr, opts, f.candidatesBudget)
+	} else {
+		err = controller.SetupStandalone(ctx, mgr, opts, f.resyncPeriod)
+	}
+	if err != nil {
+		return err
+	}
+	hooks := &lbcfadmission.Webhooks{Client: mgr.GetClient(), Invoker: invoker, Decoder: admission.NewDecoder(scheme), DryRun: f.dryRun, Member: f.mode == "member"}
+	hooks.Register(mgr.GetWebhookServer())
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	if f.webhookConfigURL != "" {
+		if caBundle == nil {
+			if caBundle, err = os.ReadFile(filepath.Join(certDir, servingcert.CAFile)); err != nil {
+				return fmt.Errorf("--webhook-config-url needs the serving CA in %s: %w", certDir, err)
+			}
+		}
+		cl, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		if err := lbcfadmission.Apply(ctx, cl, f.webhookConfigName, lbcfadmission.URLClientConfig(f.webhookConfigURL, caBundle)); err != nil {
+			return fmt.Errorf("write webhook configurations: %w", err)
+		}
+	}
+	klog.InfoS("starting lbcf-controller", "mode", f.mode, "dryRun", f.dryRun)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,104 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// ClientConfig returns how the API server reaches the webhook at path: a URL (local processes)
+// or a Service reference (in-cluster), with the serving CA.
+type ClientConfig func(path string) admissionregistrationv1.WebhookClientConfig
+
+// URLClientConfig reaches the webhooks at base (e.g. https://127.0.0.1:9443).
+func URLClientConfig(base string, caBundle []byte) ClientConfig {
+	return func(path string) admissionregistrationv1.WebhookClientConfig {
+		u := base + path
+		return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+	}
+}
+
+// ServiceClientConfig reaches the webhooks through a Service.
+func ServiceClientConfig(namespace, name string, port int32, caBundle []byte) ClientConfig {
+	return func(path string) admissionregistrationv1.WebhookClientConfig {
+		p := path
+		return admissionregistrationv1.WebhookClientConfig{
+			Service:  &admissionregistrationv1.ServiceReference{Namespace: namespace, Name: name, Path: &p, Port: &port},
+			CABundle: caBundle,
+		}
+	}
+}
+
+// Configurations returns the webhook configurations that route LBCF objects to these webhooks
+// (failurePolicy Fail, as the original: an LBCF object never skips validation).
+func Configurations(name string, cc ClientConfig) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(15) // validate calls the driver, whose own timeout defaults to 10s
+	rule := func(resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: ops,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{lbcfv1beta1.GroupName}, APIVersions: []string{"v1beta1"}, Resources: []string{resource},
+			},
+		}}
+	}
+	create, update, del := admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete
+	mutating := func(n, path, resource string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{
+			Name: n + ".lbcf.tkestack.io", ClientConfig: cc(path), Rules: rule(resource, ops...), FailurePolicy: &fail,
+			SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: &timeout,
+		}
+	}
+	validating := func(n, path, resource string, ops ...admissionregistrationv1.OperationType) admissionregistrationv1.ValidatingWebhook {
+		return admissionregistrationv1.ValidatingWebhook{
+			Name: n + ".lbcf.tkestack.io", ClientConfig: cc(path), Rules: rule(resource, ops...), FailurePolicy: &fail,
+			SideEffects: &none, AdmissionReviewVersions: []string{"v1"}, TimeoutSeconds: &timeout,
+		}
+	}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
+			mutating("mutate-driver", PathMutateDriver, "loadbalancerdrivers", create),
+			mutating("mutate-lb", PathMutateLoadBalancer, "loadbalancers", create),
+			mutating("mutate-bg", PathMutateBackendGroup, "backendgroups", create, update),
+		},
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			validating("validate-driver", PathValidateDriver, "loadbalancerdrivers", create, update, del),
+			validating("validate-lb", PathValidateLoadBalancer, "loadbalancers", create, update, del),
+			validating("validate-bg", PathValidateBackendGroup, "backendgroups", create, update, del),
+		},
+	}
+	return m, v
+}
+
+// Apply creates or updates the webhook configurations named name.
+func Apply(ctx context.Context, c client.Client, name string, cc ClientConfig) error {
+	m, v := Configurations(name, cc)
+	for _, obj := range []client.Object{m, v} {
+		existing := obj.DeepCopyObject().(client.Object)
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+			err = c.Create(ctx, obj)
+		case err == nil:
+			obj.SetResourceVersion(existing.GetResourceVersion())
+			err = c.Update(ctx, obj)
+		}
+		if err != nil {
+			return fmt.Errorf("apply %T %s: %w", obj, name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/driver"
+)
+
+// Backend is one candidate backend of a BackendGroup (a pod × port, a node × Service nodePort,
+// or a static address), whatever cluster it comes from.
+type Backend struct {
+	Kind lbcfv1beta1.CandidateKind
+	// Name is the pod name (Pod), the Service name (Node), or the address (Static).
+	Name string
+	// UID is the pod UID (the full UID locally, lbcfv1beta1.ShortUID in federated reports).
+	UID string
+	// Port is the pod port or the Service port.
+	Port lbcfv1beta1.PortSelector
+	// NodeName is the pod's node, or the node of a Service backend.
+	NodeName string
+	// NodePort is the Service's nodePort (Node).
+	NodePort int32
+	// IPs are the pod IPs (Pod).
+	IPs []string
+	// NodeAddresses are the addresses of NodeName, when known.
+	NodeAddresses []corev1.NodeAddress
+	// Cluster is the member cluster of a federated backend ("" locally).
+	Cluster string
+	// Parameters override the group's spec.parameters (federation: the member's effective ones).
+	Parameters map[string]string
+
+	// Pod state (Pod): what registration and the deregister policies look at.
+	Phase    corev1.PodPhase
+	Ready    bool
+	HasIP    bool
+	Deleting bool
+	// Pod is the pod object (real or synthesized), sent to judgePodDeregister.
+	Pod *corev1.Pod
+}
+
+// Candidate converts the backend to the compact form member clusters report.
+func (b *Backend) Candidate() lbcfv1beta1.Candidate {
+	c := lbcfv1beta1.Candidate{Kind: b.Kind, NodeName: b.NodeName, NodeAddresses: b.NodeAddresses, Deleting: b.Deleting}
+	switch b.Kind {
+	case lbcfv1beta1.CandidatePod:
+		c.Name, c.UID, c.IPs, c.Phase, c.Ready = b.Name, lbcfv1beta1.ShortUID(types.UID(b.UID)), b.IPs, b.Phase, b.Ready
+		c.Port, c.Protocol = b.Port.GetPort(), corev1.Protocol(b.Port.GetProtocol())
+	case lbcfv1beta1.CandidateNode:
+		c.Port, c.Protocol, c.NodePort, c.Ready = b.Port.GetPort(), corev1.Protocol(b.Port.GetProtocol()), b.NodePort, b.Ready
+	default:
+		c.Name, c.Ready = b.Name, true
+	}
+	return c
+}
+
+// Eligible reports whether the backend may be registered: pods must be Ready, have an IP and
+// not be terminating; nodes must not be terminating; static addresses always are.
+func (b *Backend) Eligible() bool {
+	switch b.Kind {
+	case lbcfv1beta1.CandidatePod:
+		return b.Ready && b.HasIP && !b.Deleting
+	case lbcfv1beta1.CandidateNode:
+		return !b.Deleting
+	}
+	return true
+}
+
+// RecordName is the deterministic name of the backend's record for one LoadBalancer: the
+// original's names locally; federated backends add the cluster so members never collide.
+func (b *Backend) RecordName(lbName, groupName string) string {
+	proto := b.Port.GetProtocol()
+	if b.Cluster != "" {
+		var s string
+		switch b.Kind {
+		case lbcfv1beta1.CandidatePod:
+			s = fmt.Sprintf("%s_%s_%s_%s_%s_%d_%s", lbName, groupName, b.Cluster, b.Name, b.UID, b.Port.GetPort(), proto)
+		case lbcfv1beta1.CandidateNode:
+			s = fmt.Sprintf("%s_%s_%s_%s_%d_%s_%s", lbName, groupName, b.Cluster, b.Name, b.Port.GetPort(), proto, b.NodeName)
+		default:
+			s = fmt.Sprintf("%s_%s_%s_%s", lbName, groupName, b.Cluster, b.Name)
+		}
+		sum := md5.Sum([]byte(s))
+		return hex.EncodeToString(sum[:])
+	}
+	switch b.Kind {
+	case lbcfv1beta1.CandidatePod:
+		return lbcfv1beta1.PodRecordName(lbName, groupName, b.UID, b.Port.GetPort(), proto)
+	case lbcfv1beta1.CandidateNode:
+		return lbcfv1beta1.ServiceRecordName(lbName, groupName, b.Name, b.Port.GetPort(), proto, b.NodeName)
+	}
+	return lbcfv1beta1.StaticRecordName(lbName, groupName, b.Name)
+}
+
+// BackendSource lists a BackendGroup's candidate backends.
+type BackendSource interface {
+	// Backends returns every candidate of bg. complete is false when some candidates may be
+	// missing (e.g. a member's report was truncated or is unknown): records of backends that are
+	// not listed must then be kept rather than deregistered.
+	Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (backends []Backend, complete bool, err error)
+}
+
+// AddrRequestBuilder fills the pod or Service part of a record's generateBackendAddr request.
+type AddrRequestBuilder interface {
+	// GenerateRequest returns the pod (or Service) backend of br. ok is false when the backend is
+	// gone or not eligible any more: no address is generated, and the BackendGroup reconciler will
+	// delete the record.
+	GenerateRequest(ctx context.Context, br *lbcfv1beta1.BackendRecord) (pod *driver.PodBackendInRequest, svc *driver.ServiceBackendInRequest, ok bool, err error)
+}

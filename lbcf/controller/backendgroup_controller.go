@@ -1,0 +1,330 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// BackendGroupReconciler keeps a BackendGroup's BackendRecords equal to
+// usable LoadBalancers × eligible backends (plus the not-ready backends its deregister policy
+// keeps), and its status counts. Registration and deregistration themselves happen in the
+// BackendRecordReconciler, driven by each record's finalizer.
+type BackendGroupReconciler struct {
+	client.Client
+	Options
+	// Source lists the group's backends.
+	Source BackendSource
+	// ResyncPeriod re-reconciles every group periodically, as a guard against drift.
+	ResyncPeriod time.Duration
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
+	bg := &lbcfv1beta1.BackendGroup{}
+	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bg.DeletionTimestamp != nil {
+		// Records are owned by the group: the garbage collector (or the record reconciler, when
+		// it finds its owner gone) deletes them, and their finalizers deregister.
+		return ctrl.Result{}, nil
+	}
+	w := writer{r.Client, r.DryRun, r.Metrics}
+	lbs, unusable, err := r.loadBalancers(ctx, bg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	backends, complete, err := r.Source.Backends(ctx, bg)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("select backends: %w", err)
+	}
+	existing, err := r.records(ctx, bg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	expected := map[string]*lbcfv1beta1.BackendRecord{}
+	listed := map[string]bool{} // records of every listed backend, eligible or not
+	for _, lb := range lbs {
+		for i := range backends {
+			b := &backends[i]
+			name := b.RecordName(lb.Name, bg.Name)
+			listed[name] = true
+			if b.Eligible() {
+				expected[name] = r.newRecord(bg, lb, b, name)
+			}
+		}
+	}
+	kept := r.keptPods(ctx, bg, backends, func(b *Backend) bool {
+		for _, lb := range lbs {
+			if _, ok := existing[b.RecordName(lb.Name, bg.Name)]; ok {
+				return true
+			}
+		}
+		return false
+	})
+	keep := map[string]bool{}
+	for i := range backends {
+		if b := &backends[i]; kept[podIdentity(b)] {
+			for _, lb := range lbs {
+				keep[b.RecordName(lb.Name, bg.Name)] = true
+			}
+		}
+	}
+
+	var toCreate, toUpdate, toDelete []*lbcfv1beta1.BackendRecord
+	for name, want := range expected {
+		have, ok := existing[name]
+		switch {
+		case !ok:
+			toCreate = append(toCreate, want)
+		case have.DeletionTimestamp == nil && recordSpecChanged(have, want):
+			upd := have.DeepCopy()
+			upd.Spec.LBInfo, upd.Spec.LBAttributes, upd.Spec.Parameters, upd.Spec.EnsurePolicy =
+				want.Spec.LBInfo, want.Spec.LBAttributes, want.Spec.Parameters, want.Spec.EnsurePolicy
+			toUpdate = append(toUpdate, upd)
+		}
+	}
+	for name, have := range existing {
+		if _, ok := expected[name]; ok || keep[name] || have.DeletionTimestamp != nil {
+			continue
+		}
+		// With an incomplete backend list, only records known to be unwanted go: those of listed
+		// backends and those of LoadBalancers the group cannot use.
+		if complete || listed[name] || unusable[have.Spec.LBName] {
+			toDelete = append(toDelete, have)
+		}
+	}
+	if err := r.apply(ctx, w, bg, toCreate, toUpdate, toDelete); err != nil {
+		return ctrl.Result{}, err
+	}
+	if n := len(toCreate) + len(toUpdate) + len(toDelete); n > 0 {
+		r.Recorder.Eventf(bg, nil, corev1.EventTypeNormal, "SuccSyncedBackendGroup", "Sync",
+			"records: %d created, %d updated, %d deleted", len(toCreate), len(toUpdate), len(toDelete))
+	}
+	if err := r.updateStatus(ctx, w, bg, expected, existing, complete); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.ResyncPeriod}, nil
+}
+
+// loadBalancers returns the LoadBalancers bg can use now (found, not deleting, created, in
+// scope), and the names of those it cannot.
+func (r *BackendGroupReconciler) loadBalancers(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]*lbcfv1beta1.LoadBalancer, map[string]bool, error) {
+	var usable []*lbcfv1beta1.LoadBalancer
+	unusable := map[string]bool{}
+	for _, name := range bg.Spec.GetLoadBalancers() {
+		lb, err := lookupLB(ctx, r.Client, bg.Namespace, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case lb == nil:
+			unusable[name] = true
+			r.Recorder.Eventf(bg, nil, corev1.EventTypeWarning, "GetLoadBalancerFailed", "Sync", "load balancer %s not found", name)
+		case lb.DeletionTimestamp != nil, !lb.IsAllowedFor(bg.Namespace):
+			unusable[name] = true
+		case !lb.IsCreated():
+			// Not created yet: nothing to register; existing records (none, normally) stay.
+		default:
+			usable = append(usable, lb)
+		}
+	}
+	return usable, unusable, nil
+}
+
+// lookupLB finds a LoadBalancer used from namespace ns: in ns first, then in kube-system for
+// "lbcf-" names (pre-1.4 shared LoadBalancers may live outside kube-system).
+func lookupLB(ctx context.Context, c client.Reader, ns, name string) (*lbcfv1beta1.LoadBalancer, error) {
+	keys := []client.ObjectKey{{Namespace: ns, Name: name}}
+	if k := sharedKey(ns, name); k.Namespace != ns {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		lb := &lbcfv1beta1.LoadBalancer{}
+		err := c.Get(ctx, k, lb)
+		if err == nil {
+			return lb, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("get load balancer %s: %w", k, err)
+		}
+	}
+	return nil, nil
+}
+
+// records returns the group's records by name (only those it owns: a group recreated with the
+// same name does not adopt its predecessor's records, which its garbage collection removes).
+func (r *BackendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := r.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabels{lbcfv1beta1.LabelGroupName: bg.Name}); err != nil {
+		return nil, fmt.Errorf("list records: %w", err)
+	}
+	out := make(map[string]*lbcfv1beta1.BackendRecord, len(list.Items))
+	for i := range list.Items {
+		br := &list.Items[i]
+		if ref := metav1.GetControllerOf(br); ref != nil && ref.UID == bg.UID {
+			out[br.Name] = br
+		}
+	}
+	return out, nil
+}
+
+func (r *BackendGroupReconciler) newRecord(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend, name string) *lbcfv1beta1.BackendRecord {
+	params := b.Parameters
+	if params == nil {
+		params = bg.Spec.Parameters
+	}
+	br := &lbcfv1beta1.BackendRecord{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: bg.Namespace,
+			Labels: map[string]string{
+				lbcfv1beta1.LabelDriverName: labelValue(lb.Spec.LBDriver),
+				lbcfv1beta1.LabelLBName:     labelValue(lb.Name),
+				lbcfv1beta1.LabelGroupName:  labelValue(bg.Name),
+			},
+			Finalizers: []string{lbcfv1beta1.FinalizerDeregisterBackend},
+		},
+		Spec: lbcfv1beta1.BackendRecordSpec{
+			LBName: lb.Name, LBDriver: lb.Spec.LBDriver, LBInfo: lb.Status.LBInfo, LBAttributes: lb.Spec.Attributes,
+			Parameters: params, EnsurePolicy: bg.Spec.EnsurePolicy,
+		},
+	}
+	if b.Cluster != "" {
+		br.Labels[lbcfv1beta1.LabelCluster] = labelValue(b.Cluster)
+	}
+	switch b.Kind {
+	case lbcfv1beta1.CandidatePod:
+		br.Labels[lbcfv1beta1.LabelPodName] = labelValue(b.Name)
+		br.Spec.PodBackendInfo = &lbcfv1beta1.PodBackendRecord{Name: b.Name, Port: b.Port}
+	case lbcfv1beta1.CandidateNode:
+		br.Labels[lbcfv1beta1.LabelServiceName] = labelValue(b.Name)
+		br.Spec.ServiceBackendInfo = &lbcfv1beta1.ServiceBackendRecord{Name: b.Name, Port: b.Port, NodePort: b.NodePort, NodeName: b.NodeName}
+	default:
+		br.Labels[lbcfv1beta1.LabelStaticAddr] = lbcfv1beta1.StaticAddrLabelValue(b.Name)
+		addr := b.Name
+		br.Spec.StaticAddr = &addr
+	}
+	_ = controllerutil.SetControllerReference(bg, br, r.Scheme())
+	return br
+}
+
+// labelValue keeps names usable as label values: long names are hashed like static addresses.
+func labelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	return lbcfv1beta1.StaticAddrLabelValue(s)
+}
+
+// recordSpecChanged compares what a group may change on an existing record. Unlike the original,
+// lbInfo is refreshed too, so records never deregister with a stale identity.
+func recordSpecChanged(have, want *lbcfv1beta1.BackendRecord) bool {
+	return !maps.Equal(have.Spec.Parameters, want.Spec.Parameters) ||
+		!maps.Equal(have.Spec.LBAttributes, want.Spec.LBAttributes) ||
+		!maps.Equal(have.Spec.LBInfo, want.Spec.LBInfo) ||
+		!reflect.DeepEqual(have.Spec.EnsurePolicy, want.Spec.EnsurePolicy)
+}
+
+// apply performs the record writes, WriteParallelism at a time.
+func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, toCreate, toUpdate, toDelete []*lbcfv1beta1.BackendRecord) error {
+	type op struct {
+		br   *lbcfv1beta1.BackendRecord
+		verb string
+	}
+	ops := make([]op, 0, len(toCreate)+len(toUpdate)+len(toDelete))
+	// Deregistrations first: they are what users wait for when pods go away.
+	for _, br := range toDelete {
+		ops = append(ops, op{br, "Delete"})
+	}
+	for _, br := range toUpdate {
+		ops = append(ops, op{br, "Update"})
+	}
+	for _, br := range toCreate {
+		ops = append(ops, op{br, "Create"})
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, r.WriteParallelism)
+	var wg sync.WaitGroup
+	for _, o := range ops {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := w.do(ctx, o.br, o.verb, func() error {
+				switch o.verb {
+				case "Delete":
+					return client.IgnoreNotFound(r.Delete(ctx, o.br, client.Preconditions{UID: &o.br.UID}))
+				case "Update":
+					return r.Update(ctx, o.br)
+				}
+				err := r.Create(ctx, o.br)
+				if apierrors.IsAlreadyExists(err) {
+					return nil // a record of the same backend still being deregistered: next round
+				}
+				return err
+			})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s record %s: %w", strings.ToLower(o.verb), o.br.Name, err))
+				mu.Unlock()
+				return
+			}
+			log.V(2).Info("record written", "op", o.verb, "record", o.br.Name)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected, existing map[string]*lbcfv1beta1.BackendRecord, complete bool) error {
+	orig := bg.DeepCopy()
+	var registered int32
+	for name := range expected {
+		if have, ok := existing[name]; ok && have.IsRegistered() && have.DeletionTimestamp == nil {
+			registered++
+		}
+	}
+	bg.Status.Backends = int32(len(expected))
+	bg.Status.RegisteredBackends = registered
+	bg.Status.ObservedGeneration = bg.Generation
+	cond := metav1.Condition{Type: lbcfv1beta1.BackendGroupReady, ObservedGeneration: bg.Generation}
+	switch {
+	case !complete:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "BackendsUnknown", "some candidate backends are not known; their records are kept"
+	case registered == bg.Status.Backends:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "AllRegistered", fmt.Sprintf("%d backends registered", registered)
+	default:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Registering", fmt.Sprintf("%d of %d backends registered", registered, bg.Status.Backends)
+	}
+	meta.SetStatusCondition(&bg.Status.Conditions, cond)
+	if equalStatus(orig.Status, bg.Status) {
+		return nil
+	}
+	return w.do(ctx, bg, "UpdateStatus", func() error {
+		return client.IgnoreNotFound(r.Status().Patch(ctx, bg, client.MergeFrom(orig)))
+	})
+}

@@ -1,0 +1,328 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/driver"
+)
+
+// BackendRecordReconciler registers one backend on one load balancer: generateBackendAddr
+// while the record has no address, then ensureBackend (again every minPeriod with policy
+// Always, and whenever the record's spec changes); when the record is deleted,
+// deregisterBackend, and only then is its finalizer removed.
+type BackendRecordReconciler struct {
+	client.Client
+	Options
+	// Addr builds generateBackendAddr requests.
+	Addr AddrRequestBuilder
+	// APIReader reads owners uncached, to tell a missing owner from a cache that lags behind.
+	APIReader client.Reader
+
+	backoff *backoff
+	mu      sync.Mutex
+	ensured map[types.UID]time.Time // last successful ensure, for policy Always
+}
+
+func (r *BackendRecordReconciler) init() {
+	r.Defaults()
+	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
+	r.ensured = map[types.UID]time.Time{}
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendRecord, time.Now())
+	br := &lbcfv1beta1.BackendRecord{}
+	if err := r.Get(ctx, req.NamespacedName, br); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	w := writer{r.Client, r.DryRun, r.Metrics}
+	if br.DeletionTimestamp != nil {
+		return r.deregister(ctx, w, br)
+	}
+	if gone, err := r.ownerGone(ctx, br); err != nil || gone {
+		if gone {
+			ctrl.LoggerFrom(ctx).Info("owner BackendGroup is gone: deleting the record")
+			err = w.do(ctx, br, "Delete", func() error { return client.IgnoreNotFound(r.Delete(ctx, br, client.Preconditions{UID: &br.UID})) })
+		}
+		return ctrl.Result{}, err
+	}
+	if !controllerutil.ContainsFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend) {
+		orig := br.DeepCopy()
+		controllerutil.AddFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend)
+		if err := w.do(ctx, br, "Update", func() error { return r.Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	if br.IsRegistered() && br.Status.ObservedGeneration == br.Generation {
+		if !br.Spec.EnsurePolicy.IsAlways() {
+			return ctrl.Result{}, nil
+		}
+		r.mu.Lock()
+		last, ok := r.ensured[br.UID]
+		r.mu.Unlock()
+		if period := br.Spec.EnsurePolicy.Period(); ok && time.Since(last) < period {
+			return ctrl.Result{RequeueAfter: period - time.Since(last)}, nil
+		}
+	}
+	drv, err := r.driverOf(ctx, br)
+	if err != nil || drv == nil {
+		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, err
+	}
+	if !r.callsDriver(drv.Spec.AcceptDryRunCall) {
+		return ctrl.Result{}, nil
+	}
+	orig := br.DeepCopy()
+	res, err := r.register(ctx, br, drv)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !r.DryRun && !equalStatus(orig.Status, br.Status) {
+		if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return res, nil
+}
+
+// register generates the address if needed, then ensures the backend; both steps in one
+// reconcile and one status write, so a new backend costs one round trip to the API server.
+func (r *BackendRecordReconciler) register(ctx context.Context, br *lbcfv1beta1.BackendRecord, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
+	ep := driver.EndpointFor(drv)
+	if br.Status.BackendAddr == "" {
+		if br.Spec.StaticAddr != nil {
+			br.Status.BackendAddr = *br.Spec.StaticAddr
+		} else {
+			pod, svc, ok, err := r.Addr.GenerateRequest(ctx, br)
+			if err != nil || !ok {
+				return ctrl.Result{}, err // gone or not Ready: the group deletes the record
+			}
+			rsp, err := r.Invoker.GenerateBackendAddr(ctx, ep, &driver.GenerateBackendAddrRequest{
+				RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.GenerateBackendAddr, string(br.UID))},
+				DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, LBAttributes: br.Spec.LBAttributes, Parameters: br.Spec.Parameters,
+				PodBackend: pod, ServiceBackend: svc,
+			})
+			o := outcomeOf(commonOf(rsp, err))
+			if r.DryRun {
+				return ctrl.Result{}, nil
+			}
+			if o.status != driver.StatusSucc {
+				r.event(br, o, "GenerateAddr")
+				r.setRegistered(br, o)
+				return r.finish(br, o, false), nil
+			}
+			br.Status.BackendAddr = rsp.BackendAddr
+			r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "SuccGenerateAddr", "GenerateAddr", "addr: %s", rsp.BackendAddr)
+		}
+	}
+	// A pod recreated with the same IP: wait until the old record is deregistered, or the
+	// driver would see the deregistration after the new registration.
+	if busy, err := r.addrBeingDeregistered(ctx, br); err != nil || busy {
+		if busy {
+			r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "DelayedEnsureBackend", "EnsureBackend", "addr %s is being deregistered by another record", br.Status.BackendAddr)
+			return ctrl.Result{RequeueAfter: r.MinRetryDelay}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	rsp, err := r.Invoker.EnsureBackend(ctx, ep, &driver.BackendOperationRequest{
+		RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.EnsureBackend, string(br.UID))},
+		DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: br.Status.BackendAddr, Parameters: br.Spec.Parameters,
+		InjectedInfo: br.Status.InjectedInfo,
+	})
+	o := outcomeOf(commonOfBackend(rsp, err))
+	if r.DryRun {
+		return ctrl.Result{}, nil
+	}
+	wasRegistered := br.IsRegistered() && br.Status.ObservedGeneration == br.Generation
+	r.setRegistered(br, o)
+	if o.status == driver.StatusSucc {
+		if len(rsp.InjectedInfo) > 0 {
+			br.Status.InjectedInfo = rsp.InjectedInfo
+		}
+		br.Status.ObservedGeneration = br.Generation
+		r.mu.Lock()
+		r.ensured[br.UID] = time.Now()
+		r.mu.Unlock()
+	}
+	if o.status != driver.StatusSucc || !wasRegistered {
+		r.event(br, o, "EnsureBackend")
+	}
+	return r.finish(br, o, br.Spec.EnsurePolicy.IsAlways()), nil
+}
+
+// setRegistered records an ensure (or address) outcome in the Registered condition. Running
+// leaves a registered backend registered.
+func (r *BackendRecordReconciler) setRegistered(br *lbcfv1beta1.BackendRecord, o outcome) {
+	c := lbcfv1beta1.BackendRecordCondition{Type: lbcfv1beta1.BackendRegistered, Message: o.msg}
+	switch {
+	case o.status == driver.StatusSucc:
+		c.Status = lbcfv1beta1.ConditionTrue
+	case o.status == driver.StatusRunning:
+		if br.IsRegistered() {
+			return
+		}
+		c.Status, c.Reason = lbcfv1beta1.ConditionFalse, string(lbcfv1beta1.ReasonOperationInProgress)
+	case driver.IsInvalidResponse(o.err):
+		c.Status, c.Reason = lbcfv1beta1.ConditionFalse, string(lbcfv1beta1.ReasonInvalidResponse)
+	default:
+		c.Status, c.Reason = lbcfv1beta1.ConditionFalse, string(lbcfv1beta1.ReasonOperationFailed)
+	}
+	setRecordCondition(&br.Status.Conditions, c)
+}
+
+func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend) {
+		return ctrl.Result{}, nil
+	}
+	var o outcome
+	if br.Status.BackendAddr == "" {
+		o.status = driver.StatusSucc // never registered anywhere
+	} else {
+		drv, err := r.driverOf(ctx, br)
+		if err != nil || drv == nil {
+			return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, err
+		}
+		if !r.callsDriver(drv.Spec.AcceptDryRunCall) {
+			return ctrl.Result{}, nil
+		}
+		rsp, err := r.Invoker.DeregisterBackend(ctx, driver.EndpointFor(drv), &driver.BackendOperationRequest{
+			RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.DeregisterBackend, string(br.UID))},
+			DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: br.Status.BackendAddr, Parameters: br.Spec.Parameters,
+			InjectedInfo: br.Status.InjectedInfo,
+		})
+		o = outcomeOf(commonOfBackend(rsp, err))
+		if r.DryRun {
+			return ctrl.Result{}, nil
+		}
+	}
+	if o.status != driver.StatusSucc {
+		t, reason := o.eventReason("Deregister")
+		r.Recorder.Eventf(br, nil, t, reason, "DeregisterBackend", "%s", o.msg)
+		return r.finish(br, o, false), nil
+	}
+	orig := br.DeepCopy()
+	controllerutil.RemoveFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend)
+	if err := w.do(ctx, br, "Update", func() error { return client.IgnoreNotFound(r.Patch(ctx, br, client.MergeFrom(orig))) }); err != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	r.mu.Lock()
+	delete(r.ensured, br.UID)
+	r.mu.Unlock()
+	r.backoff.forget(string(br.UID))
+	return ctrl.Result{}, nil
+}
+
+func (r *BackendRecordReconciler) driverOf(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.LoadBalancerDriver, error) {
+	drv := &lbcfv1beta1.LoadBalancerDriver{}
+	if err := r.Get(ctx, sharedKey(br.Namespace, br.Spec.LBDriver), drv); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Recorder.Eventf(br, nil, corev1.EventTypeWarning, "DriverNotFound", "Sync", "driver %s not found", sharedKey(br.Namespace, br.Spec.LBDriver))
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get driver: %w", err)
+	}
+	return drv, nil
+}
+
+// ownerGone reports whether the record's controlling BackendGroup no longer exists, so that
+// records are cleaned up even where no garbage collector runs.
+func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
+	ref := metav1.GetControllerOf(br)
+	if ref == nil || ref.Kind != lbcfv1beta1.KindBackendGroup {
+		return false, nil
+	}
+	bg := &metav1.PartialObjectMetadata{}
+	bg.SetGroupVersionKind(lbcfv1beta1.SchemeGroupVersion.WithKind(lbcfv1beta1.KindBackendGroup))
+	err := r.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, bg)
+	if err == nil && bg.UID == ref.UID {
+		return false, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	// The cache may lag behind a just-created group: confirm with the API server.
+	if r.APIReader == nil {
+		return false, nil
+	}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, bg)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bg.UID != ref.UID, nil
+}
+
+// addrBeingDeregistered reports whether another record of the same load balancer and address
+// is being deregistered. The records themselves are the state, so this survives restarts.
+func (r *BackendRecordReconciler) addrBeingDeregistered(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := r.List(ctx, list, client.InNamespace(br.Namespace), client.MatchingFields{indexRecordLBAddr: lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}); err != nil {
+		return false, fmt.Errorf("list records by address: %w", err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID != br.UID && o.DeletionTimestamp != nil && maps.Equal(o.Spec.LBInfo, br.Spec.LBInfo) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func lbAddrKey(lbName, addr string) string { return lbName + "|" + addr }
+
+func (r *BackendRecordReconciler) event(br *lbcfv1beta1.BackendRecord, o outcome, op string) {
+	t, reason := o.eventReason(op)
+	msg := o.msg
+	if msg == "" {
+		msg = reason
+	}
+	if reason == "SuccEnsureBackend" && br.Status.BackendAddr != "" {
+		msg = "registered " + br.Status.BackendAddr
+	}
+	r.Recorder.Eventf(br, nil, t, reason, op, "%s", msg)
+}
+
+func (r *BackendRecordReconciler) finish(br *lbcfv1beta1.BackendRecord, o outcome, always bool) ctrl.Result {
+	key := string(br.UID)
+	switch o.status {
+	case driver.StatusSucc:
+		if always {
+			return r.toResult(r.backoff, key, periodicResult(br.Spec.EnsurePolicy.Period()))
+		}
+		return r.toResult(r.backoff, key, finishedResult())
+	case driver.StatusRunning:
+		return r.toResult(r.backoff, key, asyncResult(o.delay))
+	case driver.StatusFail:
+		return r.toResult(r.backoff, key, failedResult(o.delay))
+	}
+	return r.toResult(r.backoff, key, failedResult(0))
+}
+
+func commonOf(rsp *driver.GenerateBackendAddrResponse, err error) (*driver.ResponseForFailRetryHooks, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &rsp.ResponseForFailRetryHooks, nil
+}
+
+func commonOfBackend(rsp *driver.BackendOperationResponse, err error) (*driver.ResponseForFailRetryHooks, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &rsp.ResponseForFailRetryHooks, nil
+}

@@ -1,0 +1,240 @@
+// Package controller is lbfed's LBCF engine: controller-runtime reconcilers for
+// LoadBalancerDriver, LoadBalancer, BackendGroup and BackendRecord that call LBCF drivers with
+// the original's semantics (Succ/Fail/Running, minRetryDelayInSeconds, exponential backoff,
+// periodic ensure, deregister policies), and a member-mode reconciler that only reports each
+// BackendGroup's candidate backends.
+//
+// Where backends come from is pluggable (BackendSource, AddrRequestBuilder): in a plain cluster
+// they are the cluster's pods, Service nodePorts and static addresses (LocalSource); the
+// federation controller plugs in the candidates its member clusters report.
+//
+// Finalizers and BackendRecords are the only state: a controller killed at any point and
+// restarted redoes at most idempotent driver calls and loses no registration.
+package controller
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/driver"
+)
+
+// Options are shared by the reconcilers of one controller process.
+type Options struct {
+	// Invoker calls drivers.
+	Invoker driver.Invoker
+	// Recorder emits events carrying the drivers' messages.
+	Recorder events.EventRecorder
+	// DryRun: drivers are called only when they accept dry-run calls (with dryRun: true), their
+	// answers are ignored, and nothing is written to the API server.
+	DryRun bool
+	// MinRetryDelay is the smallest delay before a retry or a periodic ensure (--min-retry-delay).
+	MinRetryDelay time.Duration
+	// RetryDelayStep and MaxRetryDelay shape the per-object exponential backoff of errors and
+	// failures (--retry-delay-step, --max-retry-delay).
+	RetryDelayStep, MaxRetryDelay time.Duration
+	// DefaultDriverRetryDelay is the wait after Fail or Running when the driver asks none (10s).
+	DefaultDriverRetryDelay time.Duration
+	// HealthzPeriod is how often drivers listing healthz are polled.
+	HealthzPeriod time.Duration
+	// Workers per kind (MaxConcurrentReconciles).
+	DriverWorkers, LoadBalancerWorkers, BackendGroupWorkers, BackendRecordWorkers int
+	// WriteParallelism bounds concurrent record writes within one BackendGroup reconcile.
+	WriteParallelism int
+	// Metrics receives the engine's metrics; nil: NewMetrics(nil).
+	Metrics *Metrics
+}
+
+// Defaults fills unset fields with the original LBCF's defaults (and lbfed's worker counts).
+func (o *Options) Defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&o.MinRetryDelay, 5*time.Second)
+	set(&o.RetryDelayStep, 10*time.Second)
+	set(&o.MaxRetryDelay, 2*time.Minute)
+	set(&o.DefaultDriverRetryDelay, 10*time.Second)
+	set(&o.HealthzPeriod, 30*time.Second)
+	seti := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	seti(&o.DriverWorkers, 2)
+	seti(&o.LoadBalancerWorkers, 8)
+	seti(&o.BackendGroupWorkers, 8)
+	seti(&o.BackendRecordWorkers, 64)
+	seti(&o.WriteParallelism, 16)
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+}
+
+// rateLimiter is the error backoff of every queue: exponential per object, at least
+// MinRetryDelay. Unlike the original there is no global token bucket: it paced every retry of
+// every object at 10 per second.
+func (o *Options) rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](o.RetryDelayStep, o.MaxRetryDelay),
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](o.MinRetryDelay, o.MinRetryDelay),
+	)
+}
+
+// resultKind is LBCF's SyncResult.
+type resultKind int
+
+const (
+	finished resultKind = iota // Succ without periodic: done, backoff reset
+	failed                     // status Fail: retry after max(backoff, driver delay)
+	async                      // status Running: poll after max(driver delay, min retry delay)
+	periodic                   // Succ with policy Always: again after max(minPeriod, min retry delay)
+)
+
+// result is the outcome of one driver-facing step of a reconcile.
+type result struct {
+	kind  resultKind
+	delay time.Duration // driver's minRetryDelayInSeconds, or the ensure period
+}
+
+func finishedResult() result                        { return result{kind: finished} }
+func failedResult(d time.Duration) result           { return result{kind: failed, delay: d} }
+func asyncResult(d time.Duration) result            { return result{kind: async, delay: d} }
+func periodicResult(d time.Duration) result         { return result{kind: periodic, delay: d} }
+func driverDelay(r driver.RetryDelay) time.Duration { return time.Duration(r) * time.Second }
+
+// backoff tracks failures per object, for retries that are requeued with an explicit delay
+// (controller-runtime forgets its own rate limiter state whenever a delay is returned).
+type backoff struct {
+	mu       sync.Mutex
+	failures map[string]int
+	step     time.Duration
+	max      time.Duration
+}
+
+func newBackoff(step, max time.Duration) *backoff {
+	return &backoff{failures: map[string]int{}, step: step, max: max}
+}
+
+// next records a failure of key and returns the delay before its next try.
+func (b *backoff) next(key string) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.failures[key]
+	b.failures[key] = n + 1
+	d := b.step
+	for i := 0; i < n && d < b.max; i++ {
+		d *= 2
+	}
+	if d > b.max {
+		d = b.max
+	}
+	return d
+}
+
+// forget resets key's backoff.
+func (b *backoff) forget(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.failures, key)
+}
+
+// toResult maps a result to a controller-runtime answer with LBCF's timing rules.
+func (o *Options) toResult(b *backoff, key string, r result) ctrl.Result {
+	switch r.kind {
+	case failed:
+		d := b.next(key)
+		return ctrl.Result{RequeueAfter: max(d, o.driverDelayOrDefault(r.delay))}
+	case async:
+		b.forget(key)
+		return ctrl.Result{RequeueAfter: max(o.driverDelayOrDefault(r.delay), o.MinRetryDelay)}
+	case periodic:
+		b.forget(key)
+		return ctrl.Result{RequeueAfter: max(r.delay, o.MinRetryDelay)}
+	default:
+		b.forget(key)
+		return ctrl.Result{}
+	}
+}
+
+func (o *Options) driverDelayOrDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return o.DefaultDriverRetryDelay
+	}
+	return d
+}
+
+// callsDriver reports whether a driver may be called: always, except in dry-run mode for drivers
+// that do not accept dry-run calls.
+func (o *Options) callsDriver(acceptDryRun bool) bool { return !o.DryRun || acceptDryRun }
+
+// writer performs API writes, or only logs them in dry-run mode.
+type writer struct {
+	client.Client
+	dryRun  bool
+	metrics *Metrics
+}
+
+func (w writer) do(ctx context.Context, obj client.Object, op string, f func() error) error {
+	if w.dryRun {
+		ctrl.LoggerFrom(ctx).Info("dry-run: skipping write", "op", op, "kind", kindOf(obj), "object", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	start := time.Now()
+	err := f()
+	w.metrics.K8sOpLatency.WithLabelValues(kindOf(obj), op).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func equalStatus(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }
+
+// outcome is a retryable webhook call's answer, reduced to what the reconcilers act on.
+type outcome struct {
+	status string // Succ, Fail, Running; "" when the call failed (err set)
+	msg    string
+	delay  time.Duration
+	err    error
+}
+
+func outcomeOf(r *driver.ResponseForFailRetryHooks, err error) outcome {
+	if err != nil {
+		return outcome{err: err, msg: err.Error()}
+	}
+	return outcome{status: r.Status, msg: r.Msg, delay: driverDelay(r.MinRetryDelayInSeconds)}
+}
+
+// eventReason is the LBCF event reason for an outcome of op (e.g. "CreateLoadBalancer"):
+// Succ<op>, Failed<op>, Running<op> or Invalid<op>.
+func (o outcome) eventReason(op string) (eventType, reason string) {
+	switch {
+	case o.err != nil && driver.IsInvalidResponse(o.err):
+		return corev1.EventTypeWarning, "Invalid" + op
+	case o.err != nil, o.status == driver.StatusFail:
+		return corev1.EventTypeWarning, "Failed" + op
+	case o.status == driver.StatusRunning:
+		return corev1.EventTypeNormal, "Running" + op
+	}
+	return corev1.EventTypeNormal, "Succ" + op
+}
+
+// sharedKey resolves a driver (or shared LoadBalancer) name used from namespace ns: names
+// starting with "lbcf-" live in kube-system.
+func sharedKey(ns, name string) client.ObjectKey {
+	if strings.HasPrefix(name, lbcfv1beta1.SystemDriverPrefix) {
+		return client.ObjectKey{Namespace: lbcfv1beta1.SystemNamespace, Name: name}
+	}
+	return client.ObjectKey{Namespace: ns, Name: name}
+}

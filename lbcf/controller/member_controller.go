@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// DefaultCandidatesBudget is a member's share of the ≈ 1.2 MiB of candidate data one
+// BackendGroup may carry in its Karmada ResourceBinding (one etcd object), assuming three members.
+const DefaultCandidatesBudget = 1200 * 1024 / 3
+
+// MemberReconciler is lbcf-controller --mode=member: it never calls a driver and creates no
+// records. For each BackendGroup it writes every selected backend, compactly, into
+// status.candidates, with status.backends, status.observedGeneration and the Ready and
+// CandidatesTruncated conditions — and nothing else, so Karmada sees a change only when the
+// backends change.
+type MemberReconciler struct {
+	client.Client
+	Options
+	Source LocalSource
+	// Budget caps the candidates' items in bytes (DefaultCandidatesBudget when 0).
+	Budget int
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
+	bg := &lbcfv1beta1.BackendGroup{}
+	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bg.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	backends, _, err := r.Source.Backends(ctx, bg)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("select backends: %w", err)
+	}
+	cands := make([]lbcfv1beta1.Candidate, 0, len(backends))
+	var eligible int32
+	for i := range backends {
+		cands = append(cands, backends[i].Candidate())
+		if backends[i].Eligible() {
+			eligible++
+		}
+	}
+	budget := r.Budget
+	if budget <= 0 {
+		budget = DefaultCandidatesBudget
+	}
+	enc, truncated := lbcfv1beta1.EncodeCandidates(bg.Spec.Parameters, cands, budget)
+
+	orig := bg.DeepCopy()
+	bg.Status.Candidates = enc
+	bg.Status.Backends = eligible
+	bg.Status.ObservedGeneration = bg.Generation
+	meta.SetStatusCondition(&bg.Status.Conditions, metav1.Condition{
+		Type: lbcfv1beta1.BackendGroupReady, Status: metav1.ConditionTrue, ObservedGeneration: bg.Generation,
+		Reason: "CandidatesReported", Message: fmt.Sprintf("%d candidates, %d ready", enc.Total, enc.Ready),
+	})
+	tc := metav1.Condition{Type: lbcfv1beta1.BackendGroupCandidatesTruncated, Status: metav1.ConditionFalse, ObservedGeneration: bg.Generation, Reason: "WithinBudget"}
+	if truncated {
+		tc.Status, tc.Reason = metav1.ConditionTrue, "OverBudget"
+		tc.Message = fmt.Sprintf("%d candidates need more than %d bytes; %d reported, Ready ones first. Split the BackendGroup.", enc.Total, budget, len(enc.Items))
+	}
+	meta.SetStatusCondition(&bg.Status.Conditions, tc)
+	if equalStatus(orig.Status, bg.Status) {
+		return ctrl.Result{}, nil
+	}
+	w := writer{r.Client, r.DryRun, r.Metrics}
+	return ctrl.Result{}, w.do(ctx, bg, "UpdateStatus", func() error {
+		return client.IgnoreNotFound(r.Status().Patch(ctx, bg, client.MergeFrom(orig)))
+	})
+}

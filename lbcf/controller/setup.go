@@ -1,0 +1,285 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// Field indexes.
+const (
+	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord: spec.lbName|status.backendAddr
+	indexGroupLB        = "lbfed.lb"        // BackendGroup: namespace/name of every LoadBalancer it may use
+	indexGroupService   = "lbfed.service"   // BackendGroup: namespace/name of its Service
+	indexGroupNodeBound = "lbfed.nodeBound" // BackendGroup: "true" for Service (node) backends
+)
+
+// Watch adds a watch to a BackendGroup controller (used to add the local backend watches, or
+// the federation's bindings and clusters).
+type Watch func(*builder.Builder) *builder.Builder
+
+// SetupIndexes registers the field indexes the reconcilers use. Call once per manager.
+func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	fi := mgr.GetFieldIndexer()
+	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, func(o client.Object) []string {
+		br := o.(*lbcfv1beta1.BackendRecord)
+		if br.Status.BackendAddr == "" {
+			return nil
+		}
+		return []string{lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}
+	}); err != nil {
+		return fmt.Errorf("index records by address: %w", err)
+	}
+	return setupGroupIndexes(ctx, mgr)
+}
+
+func setupGroupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	fi := mgr.GetFieldIndexer()
+	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendGroup{}, indexGroupLB, func(o client.Object) []string {
+		bg := o.(*lbcfv1beta1.BackendGroup)
+		var keys []string
+		for _, name := range bg.Spec.GetLoadBalancers() {
+			keys = append(keys, bg.Namespace+"/"+name)
+			if k := sharedKey(bg.Namespace, name); k.Namespace != bg.Namespace {
+				keys = append(keys, k.String())
+			}
+		}
+		return keys
+	}); err != nil {
+		return fmt.Errorf("index groups by load balancer: %w", err)
+	}
+	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendGroup{}, indexGroupService, func(o client.Object) []string {
+		bg := o.(*lbcfv1beta1.BackendGroup)
+		if bg.Spec.Service == nil {
+			return nil
+		}
+		return []string{bg.Namespace + "/" + bg.Spec.Service.Name}
+	}); err != nil {
+		return fmt.Errorf("index groups by service: %w", err)
+	}
+	return fi.IndexField(ctx, &lbcfv1beta1.BackendGroup{}, indexGroupNodeBound, func(o client.Object) []string {
+		if o.(*lbcfv1beta1.BackendGroup).Spec.Service != nil {
+			return []string{"true"}
+		}
+		return nil
+	})
+}
+
+func requests(list *lbcfv1beta1.BackendGroupList) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// LocalWatches are the watches of backends in the local cluster: pods, Services and nodes,
+// each mapped to the groups that select them, filtered to the changes that matter.
+func LocalWatches(c client.Reader) []Watch {
+	groupsOfPod := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		pod := o.(*corev1.Pod)
+		list := &lbcfv1beta1.BackendGroupList{}
+		if err := c.List(ctx, list, client.InNamespace(pod.Namespace)); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "list backend groups for a pod event")
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			if selectsPod(&list.Items[i], pod) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+		return out
+	})
+	groupsOfService := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &lbcfv1beta1.BackendGroupList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupService: client.ObjectKeyFromObject(o).String()}); err != nil {
+			return nil
+		}
+		return requests(list)
+	})
+	groupsOfNode := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &lbcfv1beta1.BackendGroupList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupNodeBound: "true"}); err != nil {
+			return nil
+		}
+		return requests(list)
+	})
+	return []Watch{
+		func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&corev1.Pod{}, groupsOfPod, builder.WithPredicates(podChangePredicate()))
+		},
+		func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&corev1.Service{}, groupsOfService, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted{})))
+		},
+		func(b *builder.Builder) *builder.Builder {
+			return b.Watches(&corev1.Node{}, groupsOfNode, builder.WithPredicates(nodeChangePredicate()))
+		},
+	}
+}
+
+// selectsPod reports whether bg selects pod (same namespace, by label minus except, or by name).
+func selectsPod(bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) bool {
+	pb := bg.Spec.Pods
+	if pb == nil || bg.Namespace != pod.Namespace {
+		return false
+	}
+	if pb.ByLabel != nil {
+		return len(pb.ByLabel.Selector) > 0 && labels.SelectorFromSet(pb.ByLabel.Selector).Matches(labels.Set(pod.Labels)) &&
+			!slices.Contains(pb.ByLabel.Except, pod.Name)
+	}
+	return slices.Contains(pb.ByName, pod.Name)
+}
+
+// podChangePredicate passes pod updates that can change a group's backends: labels, readiness,
+// phase, IPs, node, deletion. Status noise (container restarts, probes) is dropped, which keeps
+// big clusters cheap.
+func podChangePredicate() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+		return !maps.Equal(o.Labels, n.Labels) || podReady(o) != podReady(n) || o.Status.Phase != n.Status.Phase ||
+			o.Status.PodIP != n.Status.PodIP || !slices.Equal(o.Status.PodIPs, n.Status.PodIPs) || o.Spec.NodeName != n.Spec.NodeName ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
+}
+
+func nodeChangePredicate() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+		return !maps.Equal(o.Labels, n.Labels) || nodeReady(o) != nodeReady(n) || !slices.Equal(o.Status.Addresses, n.Status.Addresses) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
+}
+
+// SetupWithManager registers the reconciler with the given extra watches.
+func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
+	r.Defaults()
+	if r.ResyncPeriod <= 0 {
+		r.ResyncPeriod = 5 * time.Minute
+	}
+	c := mgr.GetClient()
+	groupsOfLB := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &lbcfv1beta1.BackendGroupList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupLB: client.ObjectKeyFromObject(o).String()}); err != nil {
+			return nil
+		}
+		return requests(list)
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("backendgroup").
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Watches(&lbcfv1beta1.LoadBalancer{}, groupsOfLB).
+		Watches(&lbcfv1beta1.BackendRecord{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &lbcfv1beta1.BackendGroup{}, handler.OnlyControllerOwner()),
+			builder.WithPredicates(recordCountChanged())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
+			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
+		})
+	for _, w := range watches {
+		b = w(b)
+	}
+	return b.Complete(r)
+}
+
+// recordCountChanged passes the record events that change a group's counts or need a record
+// recreated: creation, deletion, Registered flips.
+func recordCountChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*lbcfv1beta1.BackendRecord), e.ObjectNew.(*lbcfv1beta1.BackendRecord)
+		return o.IsRegistered() != n.IsRegistered() || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
+}
+
+// SetupWithManager registers the reconciler.
+func (r *BackendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.init()
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("backendrecord").
+		For(&lbcfv1beta1.BackendRecord{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted{}))).
+		// A deleted group's records check their owner at once, even where no garbage collector runs.
+		Watches(&lbcfv1beta1.BackendGroup{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			list := &lbcfv1beta1.BackendRecordList{}
+			if err := mgr.GetClient().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(o.GetName())}); err != nil {
+				return nil
+			}
+			out := make([]reconcile.Request, 0, len(list.Items))
+			for i := range list.Items {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+			return out
+		}), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.BackendRecordWorkers, RateLimiter: r.rateLimiter(),
+			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendRecord),
+		}).
+		Complete(r)
+}
+
+// SetupWithManager registers the member reconciler with the local backend watches.
+func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.Defaults()
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("backendgroup-member").
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
+			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
+		})
+	for _, w := range LocalWatches(mgr.GetClient()) {
+		b = w(b)
+	}
+	return b.Complete(r)
+}
+
+// SetupStandalone registers the complete single-cluster LBCF: every reconciler, with backends
+// from the local cluster.
+func SetupStandalone(ctx context.Context, mgr ctrl.Manager, opts Options, resync time.Duration) error {
+	opts.Defaults()
+	if err := SetupIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	src := LocalSource{Reader: mgr.GetClient()}
+	if err := (&DriverReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("driver controller: %w", err)
+	}
+	if err := (&LoadBalancerReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("load balancer controller: %w", err)
+	}
+	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync}).SetupWithManager(mgr, LocalWatches(mgr.GetClient())...); err != nil {
+		return fmt.Errorf("backend group controller: %w", err)
+	}
+	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: src}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("backend record controller: %w", err)
+	}
+	return nil
+}
+
+// SetupMember registers member mode: candidates reporting only.
+func SetupMember(ctx context.Context, mgr ctrl.Manager, opts Options, budget int) error {
+	opts.Defaults()
+	if err := setupGroupIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	return (&MemberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget}).SetupWithManager(mgr)
+}
