@@ -25,6 +25,10 @@ var issuedPorts struct {
 	used map[int]bool
 }
 
+// FreePorts returns n distinct ports that were free on 127.0.0.1 when checked and that no other
+// caller in this process has been given, for servers a test starts itself (e.g. a webhook).
+func FreePorts(n int) ([]int, error) { return allocatePorts(n) }
+
 // allocatePorts returns n distinct ports that were free on 127.0.0.1 when checked.
 func allocatePorts(n int) ([]int, error) {
 	issuedPorts.mu.Lock()
