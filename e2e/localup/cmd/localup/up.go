@@ -140,12 +140,12 @@ func runUp(ctx context.Context, args []string) error {
 	go func() { exited <- cmd.Wait() }()
 	// Ctrl-C while starting: the supervisor, in its own session, did not get it; pass it on so
 	// that it stops what it started (the pipe then closes and the loop below ends).
+	reported := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-		case <-exited:
-			exited <- nil
+		case <-reported:
 		}
 	}()
 
@@ -159,6 +159,7 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintln(os.Stderr, line)
 	}
+	close(reported)
 	if result != "ready" {
 		select {
 		case <-exited:
