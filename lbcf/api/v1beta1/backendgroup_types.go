@@ -149,8 +149,10 @@ type SelectPodByLabel struct {
 // owns clusters; the federation controller owns backends, registeredBackends and conditions.
 type BackendGroupStatus struct {
 	// Backends is the number of expected backend records (member mode: eligible candidates).
+	// +optional
 	Backends int32 `json:"backends"`
 	// RegisteredBackends is the number of records with Registered=True.
+	// +optional
 	RegisteredBackends int32 `json:"registeredBackends"`
 	// ObservedGeneration is the generation last handled by the writer of this status (lbfed addition).
 	// +optional

@@ -41,8 +41,10 @@ type Candidates struct {
 	// +optional
 	Items []string `json:"items,omitempty"`
 	// Total is the number of candidates selected; more than len(items) when truncated.
+	// +optional
 	Total int32 `json:"total"`
 	// Ready is the number of Ready candidates among Total.
+	// +optional
 	Ready int32 `json:"ready"`
 }
 
