@@ -77,6 +77,7 @@ func run(m *testing.M) int {
 	var keep string
 	if env.cluster != nil {
 		if code != 0 {
+			printLogTails(env.cluster.Processes())
 			env.cluster.KeepRunDir()
 			keep = env.cluster.Dir()
 		}
@@ -87,6 +88,7 @@ func run(m *testing.M) int {
 	}
 	if env.topology != nil {
 		if code != 0 {
+			printLogTails(env.topology.Processes())
 			env.topology.KeepRunDir()
 			keep = env.topology.Dir()
 		}
@@ -99,6 +101,14 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "testenv: tests failed; run folder with process logs kept at %s\n", keep)
 	}
 	return code
+}
+
+// printLogTails shows the end of every process log after a failure, so that a CI log says
+// what the control plane was doing without the run folder.
+func printLogTails(procs []*localup.Process) {
+	for _, p := range procs {
+		fmt.Fprintf(os.Stderr, "===== %s (last 15 lines of %s)\n%s\n", p.Name, p.LogPath, p.LogTail(15))
+	}
 }
 
 // Cluster returns the package's shared cluster, starting it on first use.

@@ -15,7 +15,27 @@ func init() {
 		name:  "build",
 		short: "build the pinned etcd, Kubernetes, Karmada and kwok binaries that are missing",
 		run:   runBuild,
+	}, command{
+		name:  "bin",
+		short: "print the path of a built binary, e.g. `localup bin kubectl`",
+		run:   runBin,
 	})
+}
+
+func runBin(_ context.Context, args []string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: localup bin <%s|%s|…>", binaries.Kubectl, binaries.Karmadactl)
+	}
+	set, err := binaries.Locate("")
+	if err != nil {
+		return err
+	}
+	path := set.Path(args[0])
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("no binary %q: %w", args[0], err)
+	}
+	fmt.Println(path)
+	return nil
 }
 
 func runBuild(ctx context.Context, args []string) error {
