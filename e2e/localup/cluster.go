@@ -206,7 +206,12 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 			return c, err
 		}
 	}
-	c.log.Info("cluster ready", "host", c.host, "kubeconfig", c.kubeconfig)
+	// Within a topology the topology reports progress; a plain cluster reports itself.
+	level := 1
+	if c.ownsRun {
+		level = 0
+	}
+	c.log.V(level).Info("cluster ready", "host", c.host, "kubeconfig", c.kubeconfig)
 	return c, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -18,6 +19,11 @@ type etcdServer struct {
 }
 
 func startEtcd(ctx context.Context, sup *supervisor, bins *binaries.Set, name, dataDir string, timeout time.Duration) (*etcdServer, error) {
+	// Every run starts from an empty cluster: data left in a reused run folder would carry
+	// objects (and service-account tokens) signed by a previous run's keys.
+	if err := os.RemoveAll(dataDir); err != nil {
+		return nil, fmt.Errorf("start etcd: clean data dir: %w", err)
+	}
 	ports, err := allocatePorts(2)
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)

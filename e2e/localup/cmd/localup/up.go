@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,8 +16,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/go-logr/stdr"
 
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/binaries"
@@ -105,8 +102,8 @@ func runUp(ctx context.Context, args []string) error {
 	if _, err := binaries.Locate(""); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(f.dir); err != nil { // a previous run's PKI, data and logs
-		return fmt.Errorf("clean run folder: %w", err)
+	if err := cleanRunDir(f.dir); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return err
@@ -172,6 +169,25 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("\nKarmada and %d member clusters are up after %.1fs (supervisor pid %d).\n\n", f.members, time.Since(start).Seconds(), cmd.Process.Pid)
 	return printUsage(f.dir)
+}
+
+// cleanRunDir removes a previous run's PKI, data and logs — but only from a folder that is
+// empty or was made by localup, so a mistyped --dir cannot wipe anything else.
+func cleanRunDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("clean run folder: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "localup.log")); err != nil {
+		return fmt.Errorf("refusing to use %s: not empty and not a localup run folder", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clean run folder: %w", err)
+	}
+	return nil
 }
 
 func printUsage(dir string) error {
@@ -260,7 +276,7 @@ func runSupervise(ctx context.Context, args []string) error {
 	}
 	defer os.Remove(pidPath(f.dir))
 
-	logger := stdr.New(log.New(io.MultiWriter(os.Stderr, lineWriter{report}), "", log.Ltime))
+	logger := newLineLogger(io.MultiWriter(os.Stderr, lineWriter{report}))
 	crds, err := crd.CRDs()
 	if err != nil {
 		fmt.Fprintf(report, "error: lbfed CRDs: %v\n", err)
@@ -287,7 +303,7 @@ func runSupervise(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(report, "ready")
 	report.Close()
-	logger = stdr.New(log.New(os.Stderr, "", log.Ltime))
+	logger = newLineLogger(os.Stderr)
 
 	// Watch for dying processes while waiting to be stopped: report them in the log, which is
 	// where someone debugging a broken topology looks.
