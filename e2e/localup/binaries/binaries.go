@@ -218,6 +218,10 @@ func Locate(binDir string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	return locate(binDir, root, groups)
+}
+
+func locate(binDir, root string, groups []group) (_ *Set, err error) {
 	if binDir == "" {
 		if binDir, err = DefaultBinDir(); err != nil {
 			return nil, err

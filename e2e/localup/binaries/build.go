@@ -48,6 +48,10 @@ func Build(ctx context.Context, opts BuildOptions) ([]GroupResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	return build(ctx, opts, root, groups)
+}
+
+func build(ctx context.Context, opts BuildOptions, root string, groups []group) (_ []GroupResult, err error) {
 	if opts.BinDir == "" {
 		if opts.BinDir, err = DefaultBinDir(); err != nil {
 			return nil, err
