@@ -1,0 +1,194 @@
+package servicelb
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/lbfed/lbfed/elb/radware"
+)
+
+// Wire strings of the Service API (zdnscloud/elb-controller compatible).
+const (
+	// AnnotationVIP is the load balancer's virtual IPv4 address (required unless
+	// spec.loadBalancerIP is set).
+	AnnotationVIP = "lb.zdns.cn/vip"
+	// AnnotationMethod is the balancing method: rr (default), lc or hash.
+	AnnotationMethod = "lb.zdns.cn/method"
+	// Finalizer holds a Service until its Alteon objects are removed.
+	Finalizer = "lb.zdns.cn/protect"
+	// LegacyFinalizer is zdnscloud/elb-controller's; it is removed together with Finalizer so that
+	// Services taken over from it can be deleted.
+	LegacyFinalizer = "lb.zcloud.cn/protect"
+	// DefaultLoadBalancerClass is the spec.loadBalancerClass this controller claims by default.
+	DefaultLoadBalancerClass = "lb.zdns.cn/radware"
+	// LabelExcludeFromLB is the well-known node label that keeps a node out of load balancers.
+	LabelExcludeFromLB = corev1.LabelNodeExcludeBalancers
+	// idPrefix starts the Alteon ids of the load balancers this controller creates.
+	idPrefix = "elb"
+)
+
+// claim decides whether a Service is this controller's: type LoadBalancer and either its
+// loadBalancerClass, or no class and the VIP annotation when unclassed Services are claimed.
+func claim(svc *corev1.Service, class string, claimUnclassed bool) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return false
+	}
+	if svc.Spec.LoadBalancerClass != nil {
+		return *svc.Spec.LoadBalancerClass == class
+	}
+	_, ok := svc.Annotations[AnnotationVIP]
+	return claimUnclassed && ok
+}
+
+// owner is the mark on every Alteon object of a Service: elb/<cluster>/<namespace>/<name>.
+func owner(cluster string, svc *corev1.Service) string {
+	return fmt.Sprintf("elb/%s/%s/%s", cluster, svc.Namespace, svc.Name)
+}
+
+// invalidError is a Service that cannot be programmed as written; retrying cannot help.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+
+func invalidf(format string, args ...any) error { return &invalidError{fmt.Sprintf(format, args...)} }
+
+// vip reads the Service's virtual IP: the annotation, else spec.loadBalancerIP.
+func vip(svc *corev1.Service) (netip.Addr, error) {
+	raw, ok := svc.Annotations[AnnotationVIP]
+	if !ok || strings.TrimSpace(raw) == "" {
+		raw = svc.Spec.LoadBalancerIP
+	}
+	if strings.TrimSpace(raw) == "" {
+		return netip.Addr{}, invalidf("annotation %s is required (an IPv4 address)", AnnotationVIP)
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(raw))
+	if err != nil || !a.Is4() || a.IsUnspecified() {
+		return netip.Addr{}, invalidf("annotation %s %q: must be an IPv4 address", AnnotationVIP, raw)
+	}
+	return a, nil
+}
+
+// desired computes the Service's load balancers: one per port (VIP:port/protocol), each over
+// nodeIP:nodePort of the backend nodes. Ports that cannot be served are reported in skipped.
+func desired(cluster string, svc *corev1.Service, nodes []corev1.Node, slices []discoveryv1.EndpointSlice) (out []radware.Desired, skipped []string, err error) {
+	ip, err := vip(svc)
+	if err != nil {
+		return nil, nil, err
+	}
+	method := strings.ToLower(strings.TrimSpace(svc.Annotations[AnnotationMethod]))
+	if method == "" {
+		method = "rr"
+	}
+	if method != "rr" && method != "lc" && method != "hash" {
+		return nil, nil, invalidf("annotation %s %q: must be rr, lc or hash", AnnotationMethod, svc.Annotations[AnnotationMethod])
+	}
+	ips := backendNodeIPs(svc, nodes, slices)
+	own := owner(cluster, svc)
+	for _, p := range svc.Spec.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		name := fmt.Sprintf("port %d/%s", p.Port, proto)
+		if proto != corev1.ProtocolTCP && proto != corev1.ProtocolUDP {
+			skipped = append(skipped, name+": only TCP and UDP are supported")
+			continue
+		}
+		if p.NodePort == 0 {
+			skipped = append(skipped, name+": no nodePort (spec.allocateLoadBalancerNodePorts is false)")
+			continue
+		}
+		lb, err := radware.ParseLoadBalancer(map[string]string{
+			radware.KeyVIP: ip.String(), radware.KeyPort: strconv.Itoa(int(p.Port)), radware.KeyProtocol: string(proto), radware.KeyMethod: method,
+		})
+		if err != nil {
+			skipped = append(skipped, name+": "+err.Error())
+			continue
+		}
+		lb.Owner, lb.Prefix = own, idPrefix
+		backends := make([]radware.Backend, 0, len(ips))
+		for _, nip := range ips {
+			backends = append(backends, radware.Backend{IP: nip, Port: int(p.NodePort), Weight: radware.MinWeight})
+		}
+		out = append(out, radware.Desired{LoadBalancer: lb, Backends: backends})
+	}
+	return out, skipped, nil
+}
+
+// backendNodeIPs returns the addresses of the nodes that receive the Service's traffic: with
+// externalTrafficPolicy Local the Ready nodes that hold a ready endpoint (traffic reaching other
+// nodes would be dropped); otherwise every Ready, schedulable node not excluded from load
+// balancers. Sorted, without duplicates.
+func backendNodeIPs(svc *corev1.Service, nodes []corev1.Node, slices []discoveryv1.EndpointSlice) []netip.Addr {
+	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	var withEndpoints map[string]bool
+	if local {
+		withEndpoints = map[string]bool{}
+		for _, s := range slices {
+			for _, ep := range s.Endpoints {
+				if ep.NodeName != nil && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
+					withEndpoints[*ep.NodeName] = true
+				}
+			}
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	var out []netip.Addr
+	for i := range nodes {
+		n := &nodes[i]
+		if !nodeReady(n) || excluded(n) {
+			continue
+		}
+		if local {
+			if !withEndpoints[n.Name] {
+				continue
+			}
+		} else if n.Spec.Unschedulable {
+			continue
+		}
+		if ip, ok := nodeIP(n); ok && !seen[ip] {
+			seen[ip] = true
+			out = append(out, ip)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func excluded(n *corev1.Node) bool {
+	_, ok := n.Labels[LabelExcludeFromLB]
+	return ok
+}
+
+// nodeIP is the node's IPv4 InternalIP, else its IPv4 ExternalIP.
+func nodeIP(n *corev1.Node) (netip.Addr, bool) {
+	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); a.Type == typ && err == nil && ip.Is4() {
+				return ip, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// ingress is the status the Service should show for its VIP.
+func ingress(ip netip.Addr) []corev1.LoadBalancerIngress {
+	mode := corev1.LoadBalancerIPModeVIP
+	return []corev1.LoadBalancerIngress{{IP: ip.String(), IPMode: &mode}}
+}
