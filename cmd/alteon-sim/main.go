@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,12 +13,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	"github.com/lbfed/lbfed/servingcert"
 )
 
 func main() {
@@ -34,16 +37,17 @@ func main() {
 		backupWrites = flag.String("backup-writes", "accept", "what the backup does with writes: accept, reject or ignore")
 		dataPlane    = flag.Bool("data-plane", true, "forward traffic from applied VIP:port to group members (master only)")
 		hcInterval   = flag.Duration("health-check-interval", 2*time.Second, "TCP health-check period for groups with HealthID tcp (0: off)")
+		tlsDir       = flag.String("tls-dir", "", "serve HTTPS with tls.crt/tls.key from this folder, creating a self-signed CA (ca.crt, for --alteon-ca-file) and certificate when absent; empty serves HTTP")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
-	if err := run(*listenA, *listenB, *control, *user, *passwordFile, *applyDur, *saveDur, *syncDur, *autoSync, *backupWrites, *dataPlane, *hcInterval); err != nil {
+	if err := run(*listenA, *listenB, *control, *user, *passwordFile, *applyDur, *saveDur, *syncDur, *autoSync, *backupWrites, *dataPlane, *hcInterval, *tlsDir); err != nil {
 		klog.ErrorS(err, "alteon-sim failed")
 		os.Exit(1)
 	}
 }
 
-func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur, syncDur time.Duration, autoSync bool, backupWrites string, dataPlane bool, hcInterval time.Duration) error {
+func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur, syncDur time.Duration, autoSync bool, backupWrites string, dataPlane bool, hcInterval time.Duration, tlsDir string) error {
 	password := "admin"
 	if passwordFile != "" {
 		b, err := os.ReadFile(passwordFile)
@@ -56,8 +60,21 @@ func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur
 	if !ok {
 		return fmt.Errorf("--backup-writes must be accept, reject or ignore, not %q", backupWrites)
 	}
+	var tlsConfig *tls.Config
+	if tlsDir != "" {
+		if _, err := servingcert.Ensure(tlsDir, []string{"127.0.0.1", "localhost"}, 365*24*time.Hour); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		cert, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, servingcert.CertFile), filepath.Join(tlsDir, servingcert.KeyFile))
+		if err != nil {
+			return fmt.Errorf("load serving certificate: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		klog.InfoS("serving HTTPS", "ca", filepath.Join(tlsDir, servingcert.CAFile))
+	}
 	opts := func(name string) alteonsim.Options {
 		return alteonsim.Options{
+			TLS:  tlsConfig,
 			Name: name, User: user, Password: password,
 			ApplyDuration: applyDur, SaveDuration: saveDur, SyncDuration: syncDur,
 			AutoSync: autoSync, BackupWrites: mode, DataPlane: dataPlane, HealthCheckInterval: hcInterval,

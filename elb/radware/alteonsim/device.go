@@ -3,6 +3,7 @@ package alteonsim
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -96,6 +97,8 @@ type Options struct {
 	HealthCheckInterval time.Duration
 	// RecordLimit caps the request recording (default 100000; older entries are dropped).
 	RecordLimit int
+	// TLS, when set, makes Start serve HTTPS (as the device does) instead of HTTP.
+	TLS *tls.Config
 	// Logger receives operational logs (default: discard).
 	Logger logr.Logger
 }
@@ -217,7 +220,8 @@ func (d *Device) MgmtIP() string { return d.opts.MgmtIP }
 // URL returns the base URL (scheme://host:port) once Start has been called.
 func (d *Device) URL() string { return d.url }
 
-// Start serves the REST API on addr (e.g. "127.0.0.1:0") and returns the base URL.
+// Start serves the REST API on addr (e.g. "127.0.0.1:0") and returns the base URL; HTTPS when
+// Options.TLS is set.
 func (d *Device) Start(addr string) (string, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -225,6 +229,10 @@ func (d *Device) Start(addr string) (string, error) {
 	}
 	d.server = &http.Server{Handler: d, ReadHeaderTimeout: 10 * time.Second}
 	d.url = "http://" + l.Addr().String()
+	if d.opts.TLS != nil {
+		l = tls.NewListener(l, d.opts.TLS)
+		d.url = "https://" + l.Addr().String()
+	}
 	go func() {
 		if err := d.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error(err, "REST server stopped")
