@@ -244,8 +244,9 @@ func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1
 	if ref == nil || ref.Kind != lbcfv1beta1.KindBackendGroup {
 		return false, nil
 	}
-	bg := &metav1.PartialObjectMetadata{}
-	bg.SetGroupVersionKind(lbcfv1beta1.SchemeGroupVersion.WithKind(lbcfv1beta1.KindBackendGroup))
+	// The typed cache is the one whose delete events enqueue the records: when the event comes,
+	// the group is already gone from it (a metadata-only cache could still have it).
+	bg := &lbcfv1beta1.BackendGroup{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, bg)
 	if err == nil && bg.UID == ref.UID {
 		return false, nil
@@ -257,14 +258,16 @@ func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1
 	if r.APIReader == nil {
 		return false, nil
 	}
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, bg)
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(lbcfv1beta1.SchemeGroupVersion.WithKind(lbcfv1beta1.KindBackendGroup))
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, meta)
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return bg.UID != ref.UID, nil
+	return meta.UID != ref.UID, nil
 }
 
 // addrBeingDeregistered reports whether another record of the same load balancer and address
