@@ -18,10 +18,12 @@ type memberReport struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 	Backends           int64 `json:"backends"`
 	RegisteredBackends int64 `json:"registeredBackends"`
-	Candidates         *struct {
-		Total int64 `json:"total"`
-		Ready int64 `json:"ready"`
-	} `json:"candidates"`
+	Candidates         *candidateCounts `json:"candidates"`
+}
+
+type candidateCounts struct {
+	Total int64 `json:"total"`
+	Ready int64 `json:"ready"`
 }
 
 // templateStatus is what AggregateStatus reads of the template.
@@ -104,8 +106,8 @@ func summarize(log logr.Logger, req webhook.Request, previous []lbcfv1beta1.Clus
 			byName[name] = s
 			continue
 		}
-		var r memberReport
-		if err := decodeLenient(item.Status.Raw, &r); err != nil {
+		r, err := readMemberReport(item.Status.Raw)
+		if err != nil {
 			log.Info("Ignoring unreadable member status", "cluster", name, "error", err.Error())
 		}
 		s := lbcfv1beta1.ClusterSummary{

@@ -35,10 +35,10 @@ type testCase struct {
 	StatusItems []workv1alpha2.AggregatedStatusItem `json:"statusItems,omitempty"`
 	Replicas    int32                               `json:"replicas,omitempty"`
 	Want        struct {
-		Replicas     *int32                                    `json:"replicas,omitempty"`
-		Healthy      *bool                                     `json:"healthy,omitempty"`
-		Status       json.RawMessage                           `json:"status,omitempty"`
-		Object       map[string]any                            `json:"object,omitempty"`
+		Replicas     *int32                                     `json:"replicas,omitempty"`
+		Healthy      *bool                                      `json:"healthy,omitempty"`
+		Status       json.RawMessage                            `json:"status,omitempty"`
+		Object       map[string]any                             `json:"object,omitempty"`
 		Dependencies *[]configv1alpha1.DependentObjectReference `json:"dependencies,omitempty"`
 	} `json:"want"`
 	file string

@@ -19,7 +19,7 @@ import (
 	webhook "github.com/karmada-io/karmada/pkg/webhook/interpreter"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -170,13 +170,23 @@ func (s *Server) Start(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.setServing(false)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Answers take milliseconds; the grace period is for them. Connections that were opened but
+	// never carried a request count as busy for net/http for 5 s, so they are closed after it.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("interpreter server: shutdown: %w", err)
+		if cerr := srv.Close(); cerr != nil {
+			return fmt.Errorf("interpreter server: close: %w", cerr)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("interpreter server: shutdown: %w", err)
+		}
 	}
 	return nil
 }
+
+// shutdownGrace bounds how long Start waits for requests in flight once its context is done.
+const shutdownGrace = 3 * time.Second
 
 func (s *Server) setServing(v bool) {
 	s.mu.Lock()
@@ -225,7 +235,9 @@ func (s *Server) serveInterpret(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observe("", "", outcomeBadRequest, 0, start)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+	buf := getBuffer()
+	defer putBuffer(buf)
+	body, err := readBody(buf, w, r, s.opts.MaxRequestBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		code := int32(http.StatusBadRequest)
@@ -247,18 +259,15 @@ func (s *Server) serveInterpret(w http.ResponseWriter, r *http.Request) {
 		s.metrics.observe("", "", outcomeBadRequest, len(body), start)
 		return
 	}
-	var review configv1alpha1.ResourceInterpreterContext
-	if err := json.Unmarshal(body, &review); err != nil || review.Request == nil {
-		if err == nil {
-			err = errors.New("no request in ResourceInterpreterContext")
-		}
+	decoded, err := DecodeRequest(body)
+	if err != nil {
 		uid := peekUID(body)
 		s.log.Error(err, "Cannot decode interpreter request", "uid", uid)
-		s.writeResponse(w, uid, webhook.Errored(http.StatusBadRequest, fmt.Errorf("decode request: %w", err)))
+		s.writeResponse(w, uid, webhook.Errored(http.StatusBadRequest, err))
 		s.metrics.observe("", "", outcomeBadRequest, len(body), start)
 		return
 	}
-	req := webhook.Request{ResourceInterpreterRequest: *review.Request}
+	req := webhook.Request{ResourceInterpreterRequest: *decoded}
 	resp, outcome := s.handler.Interpret(r.Context(), req)
 	s.writeResponse(w, req.UID, resp)
 	kind := lbcfKind(req.Kind)
@@ -268,88 +277,97 @@ func (s *Server) serveInterpret(w http.ResponseWriter, r *http.Request) {
 	s.metrics.observe(req.Operation, kind, string(outcome), len(body), start)
 }
 
-// contextTypeMeta identifies the answer like the request (Karmada ignores it; other readers like it).
-var contextTypeMeta = metav1.TypeMeta{APIVersion: configv1alpha1.GroupVersion.String(), Kind: "ResourceInterpreterContext"}
+// bodyBuffers recycles request buffers: AggregateStatus bodies are hundreds of kilobytes and
+// would otherwise be the bulk of the server's garbage. Decoded requests point into the buffer,
+// so it is only returned once the answer is written.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer keeps rare huge buffers out of the pool.
+const maxPooledBuffer = 4 << 20
+
+func getBuffer() *bytes.Buffer { return bodyBuffers.Get().(*bytes.Buffer) }
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooledBuffer {
+		return
+	}
+	b.Reset()
+	bodyBuffers.Put(b)
+}
+
+// readBody reads the request body into buf, up to limit bytes (sized from Content-Length when
+// given), and returns what was read even on error.
+func readBody(buf *bytes.Buffer, w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), err
+}
 
 func (s *Server) writeResponse(w http.ResponseWriter, uid types.UID, resp webhook.Response) {
 	resp.UID = uid
 	if resp.Status == nil {
 		resp.Status = &configv1alpha1.RequestStatus{Code: http.StatusOK}
 	}
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(configv1alpha1.ResourceInterpreterContext{TypeMeta: contextTypeMeta, Response: &resp.ResourceInterpreterResponse}); err != nil {
-		// Only a handler bug (an invalid raw status) gets here: answer a failure Karmada can read.
+	out, err := encodeResponse(&resp.ResourceInterpreterResponse)
+	if err != nil {
+		// Only a handler bug gets here: answer a failure Karmada can read.
 		s.log.Error(err, "Cannot encode interpreter response", "uid", uid)
-		buf.Reset()
 		failed := webhook.Errored(http.StatusInternalServerError, fmt.Errorf("encode response: %w", err))
 		failed.UID = uid
-		_ = json.NewEncoder(&buf).Encode(configv1alpha1.ResourceInterpreterContext{TypeMeta: contextTypeMeta, Response: &failed.ResourceInterpreterResponse})
+		out, _ = encodeResponse(&failed.ResourceInterpreterResponse)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if _, err := w.Write(buf.Bytes()); err != nil {
+	if _, err := w.Write(out); err != nil {
 		s.log.V(1).Info("Cannot write interpreter response", "uid", uid, "error", err.Error())
 	}
+}
+
+// contextHead starts every answer: Karmada ignores the type, other readers like it.
+var contextHead = `{"apiVersion":"` + configv1alpha1.GroupVersion.String() + `","kind":"ResourceInterpreterContext","response":`
+
+// encodeResponse encodes a ResourceInterpreterContext holding resp. The raw status is spliced in
+// as it is rather than re-validated by encoding/json: the handler builds it from JSON it has
+// validated, and for a member with many candidates it is most of the answer.
+func encodeResponse(resp *configv1alpha1.ResourceInterpreterResponse) ([]byte, error) {
+	raw := resp.RawStatus
+	shallow := *resp
+	shallow.RawStatus = nil
+	body, err := json.Marshal(&shallow)
+	if err != nil {
+		return nil, err
+	}
+	if raw != nil && !isJSONObject(raw.Raw) {
+		return nil, fmt.Errorf("raw status is not a JSON object")
+	}
+	out := make([]byte, 0, len(contextHead)+len(body)+16+len(rawBytes(raw))+2)
+	out = append(out, contextHead...)
+	if raw != nil {
+		// body always holds uid and successful, so it ends in "...}" after at least one member.
+		out = append(out, body[:len(body)-1]...)
+		out = append(out, `,"rawStatus":`...)
+		out = append(out, raw.Raw...)
+		out = append(out, '}')
+	} else {
+		out = append(out, body...)
+	}
+	return append(out, '}', '\n'), nil
+}
+
+func rawBytes(raw *runtime.RawExtension) []byte {
+	if raw == nil {
+		return nil
+	}
+	return raw.Raw
 }
 
 // peekUID finds request.uid in a body that could not be decoded (too large, truncated or
 // otherwise malformed after its start): Karmada puts it first in the request, and an answer
 // with the right uid fails fast instead of looking like a protocol error.
 func peekUID(body []byte) types.UID {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		if key != "request" {
-			if !skipValue(dec) {
-				return ""
-			}
-			continue
-		}
-		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			return ""
-		}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return ""
-			}
-			if k == "uid" {
-				v, err := dec.Token()
-				if s, ok := v.(string); ok && err == nil {
-					return types.UID(s)
-				}
-				return ""
-			}
-			if !skipValue(dec) {
-				return ""
-			}
-		}
-		return ""
+	if req, _ := DecodeRequest(body); req != nil {
+		return req.UID
 	}
 	return ""
-}
-
-// skipValue consumes the next JSON value of dec.
-func skipValue(dec *json.Decoder) bool {
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth <= 0 {
-			return depth == 0
-		}
-	}
 }

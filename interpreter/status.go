@@ -1,9 +1,7 @@
 package interpreter
 
 import (
-	"encoding/json"
-	"fmt"
-	"net/http"
+	"strconv"
 
 	"github.com/go-logr/logr"
 	webhook "github.com/karmada-io/karmada/pkg/webhook/interpreter"
@@ -11,115 +9,192 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-// memberObject is what InterpretStatus reads of a member object. Status values are passed through
-// as raw JSON: the candidates are already compact and must reach the ResourceBinding byte for byte.
+// memberObject is what InterpretStatus and InterpretHealth read of a member object, in one pass
+// of jsonReader: status values are kept as raw JSON (the candidates are already compact and must
+// reach the ResourceBinding byte for byte, without being decoded or re-encoded).
 type memberObject struct {
-	Metadata struct {
-		Generation  *int64            `json:"generation"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Status map[string]json.RawMessage `json:"status"`
+	generation *int64
+	// templateGeneration is the raw value of Karmada's resourcetemplate.karmada.io/generation
+	// annotation.
+	templateGeneration string
+	status             map[string][]byte
+	// Decoded for InterpretHealth.
+	observedGeneration *int64
+	backends           int64
+	registered         int64
+	hasCandidates      bool
+	conditions         []condition
 }
 
-// report is the common head of both kinds' InterpretStatus answers.
-type report struct {
-	// Generation is the member object's metadata.generation.
-	Generation *int64 `json:"generation,omitempty"`
-	// ResourceTemplateGeneration is the generation of the Karmada template the member object was
-	// last built from.
-	ResourceTemplateGeneration *int64 `json:"resourceTemplateGeneration,omitempty"`
-	// ObservedGeneration is the member controller's status.observedGeneration, 0 when unset.
-	ObservedGeneration json.RawMessage `json:"observedGeneration"`
+type condition struct{ typ, status string }
+
+// readMemberObject reads a member object leniently: values of unexpected types are ignored.
+func readMemberObject(raw []byte) (*memberObject, error) {
+	o := &memberObject{}
+	r := &jsonReader{b: raw}
+	r.object(func(key string) {
+		switch key {
+		case "metadata":
+			r.object(func(key string) {
+				switch key {
+				case "generation":
+					switch n, k := r.intValue(64); k {
+					case kindOK:
+						o.generation = &n
+					case kindNull:
+						o.generation = nil
+					}
+				case "annotations":
+					r.object(func(key string) {
+						if key != templateGenerationAnnotation {
+							r.skipValue(0)
+							return
+						}
+						if s, k := r.stringValue(); k == kindOK {
+							o.templateGeneration = s
+						}
+					})
+				default:
+					r.skipValue(0)
+				}
+			})
+		case "status":
+			if r.peek() != '{' {
+				r.skipValue(0)
+				return
+			}
+			if o.status == nil {
+				o.status = map[string][]byte{}
+			}
+			r.object(func(key string) { o.readStatusField(r, key) })
+		default:
+			r.skipValue(0)
+		}
+	})
+	return o, r.end()
 }
 
-// backendGroupReport is the InterpretStatus answer for a BackendGroup.
-type backendGroupReport struct {
-	report
-	Backends           json.RawMessage `json:"backends,omitempty"`
-	RegisteredBackends json.RawMessage `json:"registeredBackends,omitempty"`
-	Conditions         json.RawMessage `json:"conditions,omitempty"`
-	Candidates         json.RawMessage `json:"candidates,omitempty"`
-}
-
-// loadBalancerReport is the InterpretStatus answer for a LoadBalancer.
-type loadBalancerReport struct {
-	report
-	LBInfo     json.RawMessage `json:"lbInfo,omitempty"`
-	Conditions json.RawMessage `json:"conditions,omitempty"`
-}
-
-// present returns raw unless it is null, which counts as absent.
-func present(raw json.RawMessage) json.RawMessage {
-	if isNullRaw(raw) {
-		return nil
+func (o *memberObject) readStatusField(r *jsonReader, key string) {
+	start := r.peekStart()
+	if start < 0 {
+		return
 	}
-	return raw
+	switch key {
+	case "observedGeneration":
+		switch n, k := r.intValue(64); k {
+		case kindOK:
+			o.observedGeneration = &n
+		case kindNull:
+			o.observedGeneration = nil
+		}
+	case "backends":
+		if n, k := r.intValue(64); k == kindOK {
+			o.backends = n
+		}
+	case "registeredBackends":
+		if n, k := r.intValue(64); k == kindOK {
+			o.registered = n
+		}
+	case "candidates":
+		switch r.peek() {
+		case '{':
+			o.hasCandidates = true
+		case 'n':
+			o.hasCandidates = false
+		}
+		r.skipValue(0)
+	case "conditions":
+		if r.isNull() {
+			o.conditions = nil
+			break
+		}
+		var conds []condition
+		if r.array(func() {
+			var c condition
+			r.object(func(key string) {
+				switch key {
+				case "type":
+					if s, k := r.stringValue(); k == kindOK {
+						c.typ = s
+					}
+				case "status":
+					if s, k := r.stringValue(); k == kindOK {
+						c.status = s
+					}
+				default:
+					r.skipValue(0)
+				}
+			})
+			conds = append(conds, c)
+		}) {
+			o.conditions = conds
+		}
+	default:
+		r.skipValue(0)
+	}
+	if r.err == nil {
+		if v := r.b[start:r.i]; string(v) != "null" {
+			o.status[key] = v
+		} else {
+			delete(o.status, key)
+		}
+	}
+}
+
+// Status keys each kind reports, in answer order.
+var reportedStatus = map[string][]string{
+	lbcfv1beta1.KindBackendGroup: {"backends", "registeredBackends", "conditions", "candidates"},
+	lbcfv1beta1.KindLoadBalancer: {"lbInfo", "conditions"},
 }
 
 func (h *Handler) interpretStatus(log logr.Logger, kind string, req webhook.Request) (webhook.Response, Outcome) {
 	if !isJSONObject(req.Object.Raw) {
 		return badObject(log, "object")
 	}
-	var obj memberObject
-	if err := decodeLenient(req.Object.Raw, &obj); err != nil {
+	o, err := readMemberObject(req.Object.Raw)
+	if err != nil {
 		return badObject(log, "object")
 	}
-	head := report{Generation: obj.Metadata.Generation, ObservedGeneration: json.RawMessage("0")}
-	if g, ok := parseGeneration(obj.Metadata.Annotations[templateGenerationAnnotation]); ok {
-		head.ResourceTemplateGeneration = &g
+	// The answer is assembled from the raw values: they were validated while reading.
+	size := 96
+	for _, k := range reportedStatus[kind] {
+		size += len(k) + len(o.status[k]) + 4
 	}
-	if og := present(obj.Status["observedGeneration"]); og != nil {
-		head.ObservedGeneration = og
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	if o.generation != nil {
+		out = append(out, `"generation":`...)
+		out = strconv.AppendInt(out, *o.generation, 10)
+		out = append(out, ',')
 	}
-	var out any
-	switch kind {
-	case lbcfv1beta1.KindBackendGroup:
-		out = backendGroupReport{
-			report:             head,
-			Backends:           present(obj.Status["backends"]),
-			RegisteredBackends: present(obj.Status["registeredBackends"]),
-			Conditions:         present(obj.Status["conditions"]),
-			Candidates:         present(obj.Status["candidates"]),
+	if g, ok := parseGeneration(o.templateGeneration); ok {
+		out = append(out, `"resourceTemplateGeneration":`...)
+		out = strconv.AppendInt(out, g, 10)
+		out = append(out, ',')
+	}
+	out = append(out, `"observedGeneration":`...)
+	if og, ok := o.status["observedGeneration"]; ok {
+		out = append(out, og...)
+	} else {
+		out = append(out, '0')
+	}
+	for _, k := range reportedStatus[kind] {
+		if v, ok := o.status[k]; ok {
+			out = append(out, ',', '"')
+			out = append(out, k...)
+			out = append(out, '"', ':')
+			out = append(out, v...)
 		}
-	default:
-		out = loadBalancerReport{
-			report:     head,
-			LBInfo:     present(obj.Status["lbInfo"]),
-			Conditions: present(obj.Status["conditions"]),
-		}
 	}
-	raw, err := json.Marshal(out)
-	if err != nil {
-		// Only a status value that is not valid JSON gets here, which a decoded object cannot hold.
-		log.Error(err, "Cannot encode status")
-		return webhook.Errored(http.StatusInternalServerError, fmt.Errorf("encode status: %w", err)), OutcomeFailed
-	}
-	return statusResponse(raw), OutcomeAnswered
-}
-
-// healthView is what InterpretHealth reads of a member object.
-type healthView struct {
-	Metadata struct {
-		Generation int64 `json:"generation"`
-	} `json:"metadata"`
-	Status struct {
-		ObservedGeneration *int64 `json:"observedGeneration"`
-		Backends           int64  `json:"backends"`
-		RegisteredBackends int64  `json:"registeredBackends"`
-		// Candidates is only tested for presence: it marks a member-mode report.
-		Candidates *struct{} `json:"candidates"`
-		Conditions []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-		} `json:"conditions"`
-	} `json:"status"`
+	out = append(out, '}')
+	return statusResponse(out), OutcomeAnswered
 }
 
 // condition returns the status of the condition of type t, "" when absent.
-func (v *healthView) condition(t string) string {
-	for _, c := range v.Status.Conditions {
-		if c.Type == t {
-			return c.Status
+func (o *memberObject) condition(t string) string {
+	for _, c := range o.conditions {
+		if c.typ == t {
+			return c.status
 		}
 	}
 	return ""
@@ -127,38 +202,45 @@ func (v *healthView) condition(t string) string {
 
 // behind reports whether the member controller reported an observedGeneration older than the
 // object's generation.
-func (v *healthView) behind() bool {
-	og := v.Status.ObservedGeneration
-	return og != nil && v.Metadata.Generation > 0 && *og < v.Metadata.Generation
+func (o *memberObject) behind() bool {
+	og := o.observedGeneration
+	return og != nil && o.gen() > 0 && *og < o.gen()
+}
+
+func (o *memberObject) gen() int64 {
+	if o.generation == nil {
+		return 0
+	}
+	return *o.generation
 }
 
 func (h *Handler) interpretHealth(log logr.Logger, kind string, req webhook.Request) (webhook.Response, Outcome) {
 	if !isJSONObject(req.Object.Raw) {
 		return badObject(log, "object")
 	}
-	var v healthView
-	if err := decodeLenient(req.Object.Raw, &v); err != nil {
+	o, err := readMemberObject(req.Object.Raw)
+	if err != nil {
 		return badObject(log, "object")
 	}
 	var healthy bool
 	switch kind {
 	case lbcfv1beta1.KindBackendGroup:
-		ready := v.condition(lbcfv1beta1.BackendGroupReady)
-		if v.Status.Candidates != nil || ready != "" {
+		ready := o.condition(lbcfv1beta1.BackendGroupReady)
+		if o.hasCandidates || ready != "" {
 			// Member mode: the member controller has caught up and reports no error.
 			var og int64
-			if v.Status.ObservedGeneration != nil {
-				og = *v.Status.ObservedGeneration
+			if o.observedGeneration != nil {
+				og = *o.observedGeneration
 			}
-			healthy = og >= v.Metadata.Generation && ready != string(lbcfv1beta1.ConditionFalse)
+			healthy = og >= o.gen() && ready != string(lbcfv1beta1.ConditionFalse)
 		} else {
 			// Standalone LBCF, or nothing reported yet (0 == 0).
-			healthy = !v.behind() && v.Status.RegisteredBackends == v.Status.Backends
+			healthy = !o.behind() && o.registered == o.backends
 		}
 	default:
-		healthy = v.condition(string(lbcfv1beta1.LBCreated)) == string(lbcfv1beta1.ConditionTrue) &&
-			v.condition(string(lbcfv1beta1.LBAttributesSynced)) != string(lbcfv1beta1.ConditionFalse) &&
-			!v.behind()
+		healthy = o.condition(string(lbcfv1beta1.LBCreated)) == string(lbcfv1beta1.ConditionTrue) &&
+			o.condition(string(lbcfv1beta1.LBAttributesSynced)) != string(lbcfv1beta1.ConditionFalse) &&
+			!o.behind()
 	}
 	return healthResponse(healthy), OutcomeAnswered
 }
