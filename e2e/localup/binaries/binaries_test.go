@@ -52,8 +52,12 @@ func TestBuildPublishesAndCaches(t *testing.T) {
 	g := NewWithT(t)
 	root, grp := fakeRepo(t)
 	binDir := t.TempDir()
+	key, err := grp.key(root)
+	g.Expect(err).NotTo(HaveOccurred())
+	killed := filepath.Join(binDir, ".tmp-hello-"+key+"-123")
+	g.Expect(os.MkdirAll(killed, 0o755)).To(Succeed(), "what a killed build leaves")
 
-	_, err := locate(binDir, root, []group{grp})
+	_, err = locate(binDir, root, []group{grp})
 	g.Expect(errors.Is(err, ErrNotBuilt)).To(BeTrue(), "%v", err)
 	g.Expect(err.Error()).To(ContainSubstring("make tools"))
 

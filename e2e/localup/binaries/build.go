@@ -113,6 +113,13 @@ func (b *builder) buildGroup(ctx context.Context, g group) (GroupResult, error) 
 		res.Cached = true
 		return res, nil
 	}
+	// Leftovers of a build that was killed (its deferred cleanup never ran): with the lock
+	// held, nobody else is using them.
+	if stale, err := filepath.Glob(filepath.Join(b.opts.BinDir, ".tmp-"+name+"-*")); err == nil {
+		for _, d := range stale {
+			_ = os.RemoveAll(d)
+		}
+	}
 	start := time.Now()
 	b.progress("building %s (%d commands) into %s", g.name, len(g.commands), final)
 

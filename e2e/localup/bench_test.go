@@ -1,0 +1,102 @@
+package localup
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lbfed/lbfed/e2e/localup/binaries"
+)
+
+// BenchmarkStart measures start-up (to ready) and stop of each kind of run, and the resident
+// memory of all its processes once ready. The bare etcd+apiserver cluster is the baseline the
+// others compare against:
+//
+//	go test ./e2e/localup/ -run '^$' -bench Start -benchtime 3x
+func BenchmarkStart(b *testing.B) {
+	bins, err := binaries.Locate("")
+	if err != nil {
+		b.Skip(err)
+	}
+	cases := []struct {
+		name  string
+		start func() (stop func() error, procs func() []*Process, err error)
+	}{
+		{"bare-cluster", func() (func() error, func() []*Process, error) {
+			c, err := StartCluster(b.Context(), ClusterOptions{Binaries: bins})
+			if err != nil {
+				return nil, nil, err
+			}
+			return c.Stop, c.Processes, nil
+		}},
+		{"workload-cluster", func() (func() error, func() []*Process, error) {
+			c, err := StartCluster(b.Context(), ClusterOptions{Binaries: bins, ControllerManager: true, FakeNodes: 2, PodResponder: true})
+			if err != nil {
+				return nil, nil, err
+			}
+			return c.Stop, c.Processes, nil
+		}},
+		{"topology", func() (func() error, func() []*Process, error) {
+			t, err := StartTopology(b.Context(), TopologyOptions{Binaries: bins})
+			if err != nil {
+				return nil, nil, err
+			}
+			return t.Stop, t.Processes, nil
+		}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			var startTotal, stopTotal time.Duration
+			var rss int64
+			for b.Loop() {
+				t0 := time.Now()
+				stop, procs, err := tc.start()
+				if err != nil {
+					b.Fatal(err)
+				}
+				startTotal += time.Since(t0)
+				rss = max(rss, totalRSS(procs()))
+				t1 := time.Now()
+				if err := stop(); err != nil {
+					b.Fatal(err)
+				}
+				stopTotal += time.Since(t1)
+			}
+			n := float64(b.N)
+			b.ReportMetric(startTotal.Seconds()/n, "start-s/op")
+			b.ReportMetric(stopTotal.Seconds()/n, "stop-s/op")
+			b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+		})
+	}
+}
+
+// totalRSS sums VmRSS over running processes, plus this process (which hosts the pod
+// responders), in bytes.
+func totalRSS(procs []*Process) int64 {
+	pids := []int{os.Getpid()}
+	for _, p := range procs {
+		if exited, _ := p.Exited(); !exited {
+			pids = append(pids, p.PID())
+		}
+	}
+	var total int64
+	for _, pid := range pids {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				total += kb << 10
+			}
+		}
+		f.Close()
+	}
+	return total
+}
