@@ -57,7 +57,7 @@ func fastOptions() controller.Options {
 
 // env is one test's world: a namespace, a memdriver behind an HTTP server and a client.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	g   Gomega
 	ctx context.Context
 	cfg *rest.Config
@@ -69,7 +69,7 @@ type env struct {
 
 var nsCounter atomic.Int32
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	cfg := testenv.Config(t)
 	cfg.QPS, cfg.Burst = 500, 1000

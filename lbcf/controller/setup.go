@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -184,8 +186,7 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 		Named("backendgroup").
 		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&lbcfv1beta1.LoadBalancer{}, groupsOfLB).
-		Watches(&lbcfv1beta1.BackendRecord{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &lbcfv1beta1.BackendGroup{}, handler.OnlyControllerOwner()),
-			builder.WithPredicates(recordCountChanged())).
+		Watches(&lbcfv1beta1.BackendRecord{}, delayedOwnerHandler(time.Second), builder.WithPredicates(recordCountChanged())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
@@ -282,4 +283,25 @@ func SetupMember(ctx context.Context, mgr ctrl.Manager, opts Options, budget int
 		return err
 	}
 	return (&MemberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget}).SetupWithManager(mgr)
+}
+
+// delayedOwnerHandler enqueues a record's group a little later: thousands of records turning
+// Registered then cost one group reconcile, not thousands.
+func delayedOwnerHandler(delay time.Duration) handler.EventHandler {
+	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == lbcfv1beta1.KindBackendGroup {
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}, delay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
 }

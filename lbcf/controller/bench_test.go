@@ -1,0 +1,106 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbfed/lbfed/lbcf/controller"
+)
+
+// BenchmarkRegister5000Pods: a BackendGroup selecting 5,000 Ready pods, from creation to every
+// backend registered on the memdriver, with the controller's default settings (client QPS
+// 500/1000 as lbcf-controller's flags; each backend costs two writes: record and status). The original LBCF's floor for the same job is 500 s: its
+// 10 qps queue limiter paces the 5,000 records. Run with:
+//
+//	go test ./lbcf/controller -run XXX -bench Register5000 -benchtime 1x
+func BenchmarkRegister5000Pods(b *testing.B) {
+	const n = 5000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := newEnv(b)
+		e.cfg.QPS, e.cfg.Burst = 500, 1000 // lbcf-controller's defaults
+		e.driverObj("mem")
+		e.lb("lb1", "mem")
+		createPods(b, e, n)
+		e.start(controller.Options{})
+		id := e.lbID("lb1")
+		stop, peakc := make(chan struct{}), make(chan uint64)
+		go samplePeakHeap(stop, peakc)
+		start := time.Now()
+		b.StartTimer()
+		e.podGroup("web", []string{"lb1"}, []int32{80})
+		for len(e.drv.BackendAddrs(id)) < n {
+			time.Sleep(50 * time.Millisecond)
+		}
+		for e.group("web").Status.RegisteredBackends < n {
+			time.Sleep(50 * time.Millisecond)
+		}
+		b.StopTimer()
+		close(stop)
+		peak := <-peakc
+		elapsed := time.Since(start)
+		b.ReportMetric(elapsed.Seconds(), "s/5000-registered")
+		b.ReportMetric(500, "s/lbcf-floor")
+		b.ReportMetric(500/elapsed.Seconds(), "x-faster-than-floor")
+		b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-heap")
+	}
+}
+
+func createPods(b *testing.B, e *env, n int) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%05d", i), Namespace: e.ns, Labels: map[string]string{"app": "web"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}, NodeName: "node-1"},
+			}
+			if err := e.c.Create(context.Background(), p); err != nil {
+				errs <- err
+				return
+			}
+			ip := fmt.Sprintf("10.%d.%d.%d", 100+i/65536, (i/256)%256, i%256)
+			p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+			if err := e.c.Status().Update(context.Background(), p); err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	list := &corev1.PodList{}
+	if err := e.c.List(context.Background(), list, client.InNamespace(e.ns)); err != nil || len(list.Items) != n {
+		b.Fatalf("pods: %d, %v", len(list.Items), err)
+	}
+}
+
+func samplePeakHeap(stop chan struct{}, out chan<- uint64) {
+	var ms runtime.MemStats
+	var peak uint64
+	for {
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+		select {
+		case <-stop:
+			out <- peak
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
