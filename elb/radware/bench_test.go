@@ -19,7 +19,7 @@ import (
 // answered, i.e. until the whole change is applied, saved and synced. "per-call" is the baseline
 // without coalescing (MaxBatch 1: one transaction per call) in the same run.
 //
-//	go test ./elb/radware -run '^$' -bench BackendChanges -benchtime 1x
+//	go test ./elb/radware -run '^$' -bench BackendChanges -benchtime 1x -timeout 30m
 func BenchmarkBackendChanges(b *testing.B) {
 	for _, mode := range []struct {
 		name     string
