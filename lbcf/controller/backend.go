@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
@@ -100,10 +101,17 @@ func (b *Backend) RecordName(lbName, groupName string) string {
 
 // BackendSource lists a BackendGroup's candidate backends.
 type BackendSource interface {
-	// Backends returns every candidate of bg. complete is false when some candidates may be
-	// missing (e.g. a member's report was truncated or is unknown): records of backends that are
-	// not listed must then be kept rather than deregistered.
-	Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (backends []Backend, complete bool, err error)
+	// Backends returns every candidate of bg that is known. authoritative tells, for an existing
+	// record, whether the source knows enough to deregister it when its backend is not listed
+	// (a federation member whose report is truncated or unknown is not authoritative: its records
+	// are kept). A nil authoritative means the list is complete.
+	Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (backends []Backend, authoritative func(*lbcfv1beta1.BackendRecord) bool, err error)
+}
+
+// Requeuer is implemented by sources whose answer changes with time alone (e.g. a member's
+// grace period running out): the group is reconciled again after the returned delay (0: never).
+type Requeuer interface {
+	RequeueAfter(bg *lbcfv1beta1.BackendGroup) time.Duration
 }
 
 // AddrRequestBuilder fills the pod or Service part of a record's generateBackendAddr request.

@@ -52,7 +52,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	backends, complete, err := r.Source.Backends(ctx, bg)
+	backends, authoritative, err := r.Source.Backends(ctx, bg)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("select backends: %w", err)
 	}
@@ -107,9 +107,9 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		if _, ok := expected[name]; ok || keep[name] || have.DeletionTimestamp != nil {
 			continue
 		}
-		// With an incomplete backend list, only records known to be unwanted go: those of listed
-		// backends and those of LoadBalancers the group cannot use.
-		if complete || listed[name] || unusable[have.Spec.LBName] {
+		// Where the source does not know every backend, only records known to be unwanted go:
+		// those of listed backends and those of LoadBalancers the group cannot use.
+		if authoritative == nil || authoritative(have) || listed[name] || unusable[have.Spec.LBName] {
 			toDelete = append(toDelete, have)
 		}
 	}
@@ -120,10 +120,16 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.Recorder.Eventf(bg, nil, corev1.EventTypeNormal, "SuccSyncedBackendGroup", "Sync",
 			"records: %d created, %d updated, %d deleted", len(toCreate), len(toUpdate), len(toDelete))
 	}
-	if err := r.updateStatus(ctx, w, bg, expected, existing, complete); err != nil {
+	if err := r.updateStatus(ctx, w, bg, expected, existing); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: r.ResyncPeriod}, nil
+	next := r.ResyncPeriod
+	if rq, ok := r.Source.(Requeuer); ok {
+		if d := rq.RequeueAfter(bg); d > 0 && d < next {
+			next = d
+		}
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // loadBalancers returns the LoadBalancers bg can use now (found, not deleting, created, in
@@ -300,7 +306,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 	return errors.Join(errs...)
 }
 
-func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected, existing map[string]*lbcfv1beta1.BackendRecord, complete bool) error {
+func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected, existing map[string]*lbcfv1beta1.BackendRecord) error {
 	orig := bg.DeepCopy()
 	var registered int32
 	for name := range expected {
@@ -313,8 +319,6 @@ func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg 
 	bg.Status.ObservedGeneration = bg.Generation
 	cond := metav1.Condition{Type: lbcfv1beta1.BackendGroupReady, ObservedGeneration: bg.Generation}
 	switch {
-	case !complete:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "BackendsUnknown", "some candidate backends are not known; their records are kept"
 	case registered == bg.Status.Backends:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "AllRegistered", fmt.Sprintf("%d backends registered", registered)
 	default:

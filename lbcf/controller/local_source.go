@@ -31,20 +31,25 @@ var (
 )
 
 // Backends implements BackendSource. Local selection is always complete.
-func (s LocalSource) Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]Backend, bool, error) {
+func (s LocalSource) Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]Backend, func(*lbcfv1beta1.BackendRecord) bool, error) {
 	switch {
 	case bg.Spec.Pods != nil:
 		b, err := s.podBackends(ctx, bg)
-		return b, true, err
+		return b, nil, err
 	case bg.Spec.Service != nil:
 		b, err := s.serviceBackends(ctx, bg)
-		return b, true, err
+		return b, nil, err
 	}
+	return StaticBackends(bg), nil, nil
+}
+
+// StaticBackends are a group's static addresses.
+func StaticBackends(bg *lbcfv1beta1.BackendGroup) []Backend {
 	out := make([]Backend, 0, len(bg.Spec.Static))
 	for _, addr := range bg.Spec.Static {
 		out = append(out, Backend{Kind: lbcfv1beta1.CandidateStatic, Name: addr})
 	}
-	return out, true, nil
+	return out
 }
 
 // SelectedPods returns the pods bg selects, sorted by name.
