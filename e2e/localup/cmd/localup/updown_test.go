@@ -71,7 +71,7 @@ func TestUpDown(t *testing.T) {
 
 		out, err = runCLI(t, "down", "--dir="+dir)
 		g.Expect(err).NotTo(HaveOccurred(), out)
-		expectGone(g, pids, ports)
+		expectGone(g, pids, ports, dir)
 		g.Expect(filepath.Join(dir, "state.json")).NotTo(BeAnExistingFile())
 		g.Expect(filepath.Join(dir, "localup.pid")).NotTo(BeAnExistingFile())
 
@@ -87,7 +87,7 @@ func TestUpDown(t *testing.T) {
 		st := readState(g, dir)
 		pids, ports := runProcesses(g, st)
 		g.Expect(syscall.Kill(st.SupervisorPID, syscall.SIGKILL)).To(Succeed())
-		expectGone(g, pids, ports)
+		expectGone(g, pids, ports, dir)
 		out, err = runCLI(t, "down", "--dir="+dir)
 		g.Expect(err).NotTo(HaveOccurred(), out)
 	})
@@ -102,8 +102,8 @@ func readState(g Gomega, dir string) state {
 	return st
 }
 
-// runProcesses returns the PIDs of the run (supervisor included) and the TCP ports they listen on.
-func runProcesses(g Gomega, st state) ([]int, map[int]bool) {
+// runProcesses returns the PIDs of the run (supervisor included) and the addresses they listen on.
+func runProcesses(g Gomega, st state) ([]int, map[string]bool) {
 	pids := []int{st.SupervisorPID}
 	for _, p := range st.Processes {
 		g.Expect(alive(p.PID)).To(BeTrue(), "%s", p.Name)
@@ -112,14 +112,22 @@ func runProcesses(g Gomega, st state) ([]int, map[int]bool) {
 	return pids, listeningPorts(g, pids)
 }
 
-func expectGone(g Gomega, pids []int, ports map[int]bool) {
+// expectGone checks that the run's processes are gone and none of its listening sockets is
+// still open in a process of the run. The ports themselves may be reused at once by other
+// tests on the machine, so a socket only counts if its owner belongs to this run folder.
+func expectGone(g Gomega, pids []int, sockets map[string]bool, dir string) {
 	for _, pid := range pids {
 		g.Eventually(func() bool { return alive(pid) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
 			Should(BeFalse(), "pid %d still running", pid)
 	}
-	open := allListeningPorts(g)
-	for p := range ports {
-		g.Expect(open[p]).To(BeFalse(), "port %d still listening", p)
+	for _, e := range listenEntries(g) {
+		if !sockets[e.addr] {
+			continue
+		}
+		for _, owner := range socketOwners(e.inode) {
+			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", owner))
+			g.Expect(string(cmdline)).NotTo(ContainSubstring(dir), "%s still listened on by pid %d", e.addr, owner)
+		}
 	}
 }
 
@@ -143,40 +151,59 @@ func karmadaClusters(g Gomega, dir string) []string {
 	return names
 }
 
-// listeningPorts maps the pids' socket inodes to LISTEN entries of /proc/net/tcp{,6}.
-func listeningPorts(g Gomega, pids []int) map[int]bool {
+// listeningPorts returns the local addresses (hex ip:port as in /proc/net/tcp) the pids listen on.
+func listeningPorts(g Gomega, pids []int) map[string]bool {
 	inodes := map[string]bool{}
 	for _, pid := range pids {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, inode := range socketInodes(pid) {
+			inodes[inode] = true
+		}
+	}
+	addrs := map[string]bool{}
+	for _, e := range listenEntries(g) {
+		if inodes[e.inode] {
+			addrs[e.addr] = true
+		}
+	}
+	return addrs
+}
+
+func socketInodes(pid int) []string {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]"))
+		}
+	}
+	return out
+}
+
+// socketOwners returns the pids holding the socket inode.
+func socketOwners(inode string) []int {
+	procs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
 		if err != nil {
 			continue
 		}
-		for _, fd := range fds {
-			link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-			if err == nil && strings.HasPrefix(link, "socket:[") {
-				inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		for _, i := range socketInodes(pid) {
+			if i == inode {
+				out = append(out, pid)
+				break
 			}
 		}
 	}
-	ports := map[int]bool{}
-	for _, e := range listenEntries(g) {
-		if inodes[e.inode] {
-			ports[e.port] = true
-		}
-	}
-	return ports
-}
-
-func allListeningPorts(g Gomega) map[int]bool {
-	ports := map[int]bool{}
-	for _, e := range listenEntries(g) {
-		ports[e.port] = true
-	}
-	return ports
+	return out
 }
 
 type listenEntry struct {
-	port  int
+	addr  string // hex ip:port, as in /proc/net/tcp
 	inode string
 }
 
@@ -194,11 +221,9 @@ func listenEntries(g Gomega) []listenEntry {
 			if len(fields) < 10 || fields[3] != "0A" { // 0A = LISTEN
 				continue
 			}
-			local := fields[1]
-			port, err := strconv.ParseInt(local[strings.LastIndex(local, ":")+1:], 16, 32)
-			g.Expect(err).NotTo(HaveOccurred())
-			out = append(out, listenEntry{port: int(port), inode: fields[9]})
+			out = append(out, listenEntry{addr: fields[1], inode: fields[9]})
 		}
+		g.Expect(sc.Err()).NotTo(HaveOccurred())
 		file.Close()
 	}
 	return out
