@@ -110,7 +110,8 @@ type Cluster struct {
 }
 
 // StartCluster starts etcd and kube-apiserver (plus what opts asks for) on free loopback ports and
-// returns once every component is ready. On error everything already started is stopped again.
+// returns once every component is ready. On error everything already started is stopped again
+// and the run folder is kept for its logs.
 func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err error) {
 	if err := opts.defaults(); err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)
@@ -143,6 +144,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 			if c.ownsRun {
 				c.keepDir = true
 				_ = c.Stop()
+				c = nil
 			}
 		}
 	}()

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +217,35 @@ func TestMissingBinaries(t *testing.T) {
 			g.Expect(string(out)).To(ContainSubstring(tc.wantOut))
 			g.Expect(string(out)).To(ContainSubstring("make tools"))
 		})
+	}
+}
+
+// TestStartFailureCleansUp: when a component cannot start, StartCluster says why (with the
+// component's log) and leaves no process behind.
+func TestStartFailureCleansUp(t *testing.T) {
+	g := NewWithT(t)
+	bins := testenv.SkipUnlessBuilt(t)
+	dir := t.TempDir()
+	c, err := localup.StartCluster(t.Context(), localup.ClusterOptions{
+		Name: "broken", Dir: dir, Binaries: bins,
+		APIServerArgs: []string{"--no-such-flag"},
+	})
+	g.Expect(c).To(BeNil())
+	g.Expect(err).To(MatchError(ContainSubstring("broken-apiserver")))
+	g.Expect(err).To(MatchError(ContainSubstring("unknown flag: --no-such-flag")), "the log tail explains the failure")
+	g.Expect(err).To(MatchError(ContainSubstring(filepath.Join(dir, "logs"))))
+	g.Expect(filepath.Join(dir, "logs", "broken-etcd.log")).To(BeAnExistingFile(), "logs are kept")
+	// etcd had started; nothing referring to the run folder may still run.
+	procs, err := os.ReadDir("/proc")
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		stat, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if strings.Contains(string(cmdline), dir) && !strings.Contains(string(stat), ") Z ") {
+			t.Errorf("pid %s still running: %s", p.Name(), strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
 	}
 }
