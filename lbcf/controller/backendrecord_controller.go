@@ -160,6 +160,9 @@ func (r *BackendRecordReconciler) register(ctx context.Context, br *lbcfv1beta1.
 	if o.status != driver.StatusSucc || !wasRegistered {
 		r.event(br, o, "EnsureBackend")
 	}
+	if o.status == driver.StatusSucc && !wasRegistered && r.OnRegistered != nil {
+		r.OnRegistered(br)
+	}
 	return r.finish(br, o, br.Spec.EnsurePolicy.IsAlways()), nil
 }
 

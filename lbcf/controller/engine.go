@@ -55,6 +55,8 @@ type Options struct {
 	WriteParallelism int
 	// Metrics receives the engine's metrics; nil: NewMetrics(nil).
 	Metrics *Metrics
+	// OnRegistered, when set, is called when a record becomes Registered (for latency metrics).
+	OnRegistered func(*lbcfv1beta1.BackendRecord)
 }
 
 // Defaults fills unset fields with the original LBCF's defaults (and lbfed's worker counts).

@@ -90,6 +90,17 @@ func requests(list *lbcfv1beta1.BackendGroupList) []reconcile.Request {
 	return out
 }
 
+// GroupsOfService maps a Service to the groups that use it as their service backend.
+func GroupsOfService(c client.Reader) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := &lbcfv1beta1.BackendGroupList{}
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupService: client.ObjectKeyFromObject(o).String()}); err != nil {
+			return nil
+		}
+		return requests(list)
+	})
+}
+
 // LocalWatches are the watches of backends in the local cluster: pods, Services and nodes,
 // each mapped to the groups that select them, filtered to the changes that matter.
 func LocalWatches(c client.Reader) []Watch {
@@ -108,13 +119,7 @@ func LocalWatches(c client.Reader) []Watch {
 		}
 		return out
 	})
-	groupsOfService := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := &lbcfv1beta1.BackendGroupList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexGroupService: client.ObjectKeyFromObject(o).String()}); err != nil {
-			return nil
-		}
-		return requests(list)
-	})
+	groupsOfService := GroupsOfService(c)
 	groupsOfNode := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &lbcfv1beta1.BackendGroupList{}
 		if err := c.List(ctx, list, client.MatchingFields{indexGroupNodeBound: "true"}); err != nil {
@@ -256,21 +261,27 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // SetupStandalone registers the complete single-cluster LBCF: every reconciler, with backends
 // from the local cluster.
 func SetupStandalone(ctx context.Context, mgr ctrl.Manager, opts Options, resync time.Duration) error {
+	src := LocalSource{Reader: mgr.GetClient()}
+	return SetupEngine(ctx, mgr, opts, src, src, resync, LocalWatches(mgr.GetClient())...)
+}
+
+// SetupEngine registers every reconciler of the engine with the given backend source; the
+// watches tell the BackendGroup controller when the source's answer may have changed.
+func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src BackendSource, addr AddrRequestBuilder, resync time.Duration, watches ...Watch) error {
 	opts.Defaults()
 	if err := SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	src := LocalSource{Reader: mgr.GetClient()}
 	if err := (&DriverReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("driver controller: %w", err)
 	}
 	if err := (&LoadBalancerReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("load balancer controller: %w", err)
 	}
-	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync}).SetupWithManager(mgr, LocalWatches(mgr.GetClient())...); err != nil {
+	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
-	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: src}).SetupWithManager(mgr); err != nil {
+	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("backend record controller: %w", err)
 	}
 	return nil

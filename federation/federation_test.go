@@ -1,0 +1,295 @@
+package federation_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/federation"
+	"github.com/lbfed/lbfed/lbcf/api/crd"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(klog.NewKlogr())
+	crds, err := crd.CRDs()
+	if err != nil {
+		panic(err)
+	}
+	data, err := os.ReadFile("testdata/karmada-crds.yaml")
+	if err != nil {
+		panic(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytesReader(data), 4096)
+	for {
+		c := &apiextensionsv1.CustomResourceDefinition{}
+		if err := dec.Decode(c); err != nil {
+			break
+		}
+		crds = append(crds, c)
+	}
+	testenv.Main(m, localup.ClusterOptions{Name: "fed", CRDs: crds})
+}
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = lbcfv1beta1.AddToScheme(s)
+	_ = federation.AddToScheme(s)
+	return s
+}()
+
+type env struct {
+	t     *testing.T
+	g     Gomega
+	ctx   context.Context
+	c     client.Client
+	ns    string
+	drv   *memdriver.Driver
+	url   string
+	bg    *lbcfv1beta1.BackendGroup
+	rb    *workv1alpha2.ResourceBinding
+	lbID  string
+	names []string // cluster names created by this test
+}
+
+func newEnv(t *testing.T, grace time.Duration) *env {
+	cfg := testenv.Config(t)
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e := &env{t: t, g: NewWithT(t), ctx: ctx, c: c, drv: memdriver.New(), ns: fmt.Sprintf("fed-%d", time.Now().UnixNano()%1000000)}
+	e.g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})).To(Succeed())
+	srv := httptest.NewServer(e.drv.Handler(driver.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+
+	skip := true
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: &skip}})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, Options: controller.Options{
+		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
+		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
+	}}
+	_, err = federation.Setup(ctx, mgr, opts)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	done := make(chan error, 1)
+	mctx, mcancel := context.WithCancel(ctx)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() { mcancel(); <-done })
+	return e
+}
+
+// world creates the driver, a LoadBalancer, a BackendGroup template and its binding to the
+// given members (all Ready).
+func (e *env) world(clusters ...string) {
+	g := e.g
+	g.Expect(e.c.Create(e.ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Name: "mem", Namespace: e.ns},
+		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: e.url}})).To(Succeed())
+	g.Expect(e.c.Create(e.ctx, &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "vip", Namespace: e.ns},
+		Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: "mem", LBSpec: map[string]string{"vip": "127.0.0.10", "port": "80"}}})).To(Succeed())
+	e.bg = &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns}, Spec: lbcfv1beta1.BackendGroupSpec{
+		LoadBalancers: []string{"vip"}, Parameters: map[string]string{"weight": "1"},
+		Pods: &lbcfv1beta1.PodBackend{Ports: []lbcfv1beta1.PortSelector{{Port: 80, Protocol: "TCP"}}, ByLabel: &lbcfv1beta1.SelectPodByLabel{Selector: map[string]string{"app": "web"}}},
+	}}
+	g.Expect(e.c.Create(e.ctx, e.bg)).To(Succeed())
+	for _, name := range clusters {
+		e.cluster(name, true)
+	}
+	e.rb = &workv1alpha2.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: "web-backendgroup", Namespace: e.ns}, Spec: workv1alpha2.ResourceBindingSpec{
+		Resource: workv1alpha2.ObjectReference{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Namespace: e.ns, Name: "web", UID: e.bg.UID},
+	}}
+	for _, name := range clusters {
+		e.rb.Spec.Clusters = append(e.rb.Spec.Clusters, workv1alpha2.TargetCluster{Name: e.ns + "-" + name})
+	}
+	g.Expect(e.c.Create(e.ctx, e.rb)).To(Succeed())
+	g.Eventually(func() string {
+		lb := &lbcfv1beta1.LoadBalancer{}
+		_ = e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "vip"}, lb)
+		return lb.Status.LBInfo[memdriver.LBIDKey]
+	}, 20*time.Second).ShouldNot(BeEmpty())
+	e.lbID = e.drv.LoadBalancers()[0].ID
+}
+
+func (e *env) cluster(name string, ready bool) {
+	full := e.ns + "-" + name
+	c := &clusterv1alpha1.Cluster{}
+	err := e.c.Get(e.ctx, client.ObjectKey{Name: full}, c)
+	if err != nil {
+		c = &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: full}}
+		e.g.Expect(e.c.Create(e.ctx, c)).To(Succeed())
+		e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: full}}) })
+	}
+	status := metav1.ConditionTrue
+	if !ready {
+		status = metav1.ConditionFalse
+	}
+	c.Status.Conditions = []metav1.Condition{{Type: clusterv1alpha1.ClusterConditionReady, Status: status, Reason: "Test", LastTransitionTime: metav1.Now()}}
+	e.g.Expect(e.c.Status().Update(e.ctx, c)).To(Succeed())
+}
+
+type pod struct {
+	name, ip string
+	ready    bool
+}
+
+// report is what the interpreter's InterpretStatus makes of a member's status.
+func report(params map[string]string, generation, observed int64, truncated bool, pods ...pod) *runtime.RawExtension {
+	var cands []lbcfv1beta1.Candidate
+	for _, p := range pods {
+		cands = append(cands, lbcfv1beta1.Candidate{Kind: lbcfv1beta1.CandidatePod, Name: p.name, UID: lbcfv1beta1.ShortUID(types.UID(p.name + "-uid")),
+			IPs: []string{p.ip}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: p.ready})
+	}
+	enc, _ := lbcfv1beta1.EncodeCandidates(params, cands, 0)
+	cond := metav1.ConditionFalse
+	if truncated {
+		cond = metav1.ConditionTrue
+	}
+	r := map[string]any{
+		"candidates": enc, "backends": len(pods), "observedGeneration": observed, "generation": generation, "resourceTemplateGeneration": 1,
+		"conditions": []metav1.Condition{{Type: lbcfv1beta1.BackendGroupCandidatesTruncated, Status: cond, Reason: "Test", LastTransitionTime: metav1.Now()}},
+	}
+	raw, _ := json.Marshal(r)
+	return &runtime.RawExtension{Raw: raw}
+}
+
+// setReports writes the binding's aggregated status (nil status: Karmada has none for it).
+func (e *env) setReports(items map[string]*runtime.RawExtension) {
+	e.t.Helper()
+	e.g.Eventually(func() error {
+		rb := &workv1alpha2.ResourceBinding{}
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(e.rb), rb); err != nil {
+			return err
+		}
+		rb.Status.AggregatedStatus = nil
+		names := make([]string, 0, len(items))
+		for n := range items {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			it := workv1alpha2.AggregatedStatusItem{ClusterName: e.ns + "-" + n, Status: items[n], Applied: items[n] != nil, Health: workv1alpha2.ResourceHealthy}
+			rb.Status.AggregatedStatus = append(rb.Status.AggregatedStatus, it)
+		}
+		return e.c.Status().Update(e.ctx, rb)
+	}, 10*time.Second).Should(Succeed())
+}
+
+func (e *env) setTargets(clusters ...string) {
+	rb := &workv1alpha2.ResourceBinding{}
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(e.rb), rb)).To(Succeed())
+	rb.Spec.Clusters = nil
+	for _, c := range clusters {
+		rb.Spec.Clusters = append(rb.Spec.Clusters, workv1alpha2.TargetCluster{Name: e.ns + "-" + c})
+	}
+	e.g.Expect(e.c.Update(e.ctx, rb)).To(Succeed())
+}
+
+func (e *env) backends() []string { return e.drv.BackendAddrs(e.lbID) }
+
+func (e *env) params(addr string) map[string]string {
+	lb, _ := e.drv.LoadBalancer(e.lbID)
+	return lb.Backends[addr]
+}
+
+const wait = 20 * time.Second
+
+func TestFederationAcrossMembers(t *testing.T) {
+	e := newEnv(t, 2*time.Second)
+	g := e.g
+	e.world("m1", "m2")
+	m1 := []pod{{"a", "10.1.0.1", true}, {"b", "10.1.0.2", true}}
+	m2 := []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", false}}
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(map[string]string{"weight": "3"}, 1, 1, false, m2...)})
+
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.2:80", "10.2.0.1:80"), "Ready pods of both members, on the one load balancer")
+	g.Expect(e.params("10.1.0.1:80")).To(HaveKeyWithValue(lbcfv1beta1.ParamCluster, e.ns+"-m1"))
+	g.Expect(e.params("10.2.0.1:80")).To(Equal(map[string]string{lbcfv1beta1.ParamCluster: e.ns + "-m2", "weight": "3"}), "a member's effective parameters reach the driver")
+	g.Expect(e.drv.CountCalls(driver.CreateLoadBalancer)).To(Equal(1))
+	gen := e.drv.Calls(driver.GenerateBackendAddr)
+	g.Expect(gen[0].Request.(*driver.GenerateBackendAddrRequest).PodBackend.Pod.Labels).To(HaveKey(lbcfv1beta1.LabelCluster))
+	g.Eventually(func(g Gomega) {
+		bg := &lbcfv1beta1.BackendGroup{}
+		g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(e.bg), bg)).To(Succeed())
+		g.Expect(bg.Status.Backends).To(Equal(int32(3)))
+		g.Expect(bg.Status.RegisteredBackends).To(Equal(int32(3)))
+	}, wait).Should(Succeed())
+	recs := &lbcfv1beta1.BackendRecordList{}
+	g.Expect(e.c.List(e.ctx, recs, client.InNamespace(e.ns), client.MatchingLabels{lbcfv1beta1.LabelCluster: e.ns + "-m2"})).To(Succeed())
+	g.Expect(recs.Items).To(HaveLen(1))
+
+	// Scaling one member adds and removes exactly its backends.
+	deregs := e.drv.CountCalls(driver.DeregisterBackend)
+	m1 = []pod{{"a", "10.1.0.1", true}, {"e", "10.1.0.3", true}}
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(map[string]string{"weight": "3"}, 1, 1, false, m2...)})
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80", "10.2.0.1:80"))
+	g.Expect(e.drv.CountCalls(driver.DeregisterBackend) - deregs).To(Equal(1))
+
+	// A member pod turning NotReady is deregistered.
+	m2 = []pod{{"c", "10.2.0.1", false}, {"d", "10.2.0.2", false}}
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80"))
+	m2 = []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", true}}
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80", "10.2.0.1:80", "10.2.0.2:80"))
+
+	// Karmada delivers no status for m2 (applied=false, as after a recovery): its backends stay.
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": nil})
+	g.Consistently(e.backends, 2*time.Second).Should(HaveLen(4))
+	// A stale report (the member has not observed its latest generation) is not acted on.
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 2, 1, false)})
+	g.Consistently(e.backends, 2*time.Second).Should(HaveLen(4))
+	// A truncated report never deregisters what it does not list.
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, true, m1[:1]...), "m2": report(nil, 1, 1, false, m2...)})
+	g.Consistently(e.backends, 2*time.Second).Should(HaveLen(4))
+
+	// m2 NotReady: kept for the grace period, then deregistered; back when Ready again.
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
+	e.cluster("m2", false)
+	g.Consistently(e.backends, time.Second).Should(HaveLen(4), "within the grace period")
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80"))
+	e.cluster("m2", true)
+	g.Eventually(e.backends, wait).Should(HaveLen(4))
+
+	// m2 leaves the binding: its backends go.
+	e.setTargets("m1")
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80"))
+
+	// Deleting the group deregisters everything; deleting the load balancer removes it, once.
+	g.Expect(e.c.Delete(e.ctx, e.bg)).To(Succeed())
+	g.Eventually(e.backends, wait).Should(BeEmpty())
+	g.Expect(e.c.Delete(e.ctx, &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "vip", Namespace: e.ns}})).To(Succeed())
+	g.Eventually(func() int { return len(e.drv.LoadBalancers()) }, wait).Should(BeZero())
+	g.Expect(e.drv.CountCalls(driver.DeleteLoadBalancer)).To(Equal(1))
+}

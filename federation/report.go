@@ -1,0 +1,153 @@
+package federation
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+)
+
+// report is one member's BackendGroup status as the interpreter's InterpretStatus delivers it in
+// the ResourceBinding's aggregatedStatus.
+type report struct {
+	Candidates         *lbcfv1beta1.Candidates `json:"candidates,omitempty"`
+	Backends           int32                   `json:"backends,omitempty"`
+	RegisteredBackends int32                   `json:"registeredBackends,omitempty"`
+	Conditions         []metav1.Condition      `json:"conditions,omitempty"`
+	ObservedGeneration *int64                  `json:"observedGeneration,omitempty"`
+	// Generation is the member object's generation; ResourceTemplateGeneration the template
+	// generation the member object was last updated from.
+	Generation                 *int64 `json:"generation,omitempty"`
+	ResourceTemplateGeneration *int64 `json:"resourceTemplateGeneration,omitempty"`
+}
+
+func parseReport(raw []byte) (*report, error) {
+	r := &report{}
+	if err := json.Unmarshal(raw, r); err != nil {
+		return nil, fmt.Errorf("decode member status: %w", err)
+	}
+	return r, nil
+}
+
+// current reports whether the report describes the template at generation: the member object
+// was updated from that template generation (when Karmada says so) and the member controller
+// has observed the member object's latest generation.
+func (r *report) current(templateGeneration int64) bool {
+	if r.Candidates == nil || r.ObservedGeneration == nil {
+		return false // no member-mode report yet
+	}
+	if r.Generation != nil && *r.ObservedGeneration < *r.Generation {
+		return false
+	}
+	if r.ResourceTemplateGeneration != nil && *r.ResourceTemplateGeneration < templateGeneration {
+		return false
+	}
+	return true
+}
+
+// truncated reports whether the member cut its candidate list.
+func (r *report) truncated() bool {
+	return meta.IsStatusConditionTrue(r.Conditions, lbcfv1beta1.BackendGroupCandidatesTruncated)
+}
+
+// clusterReport is a decoded member report: its backends, and its pod candidates by name for
+// generateBackendAddr.
+type clusterReport struct {
+	cluster  string
+	backends []controller.Backend
+	byKey    map[string]*controller.Backend // see backendKey
+	partial  bool                           // truncated: records of missing backends are kept
+}
+
+// backendKey identifies a backend of one cluster from what its record carries (the pod UID is
+// only in the record's name, which the caller checks).
+func backendKey(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) string {
+	return fmt.Sprintf("%s|%s|%d|%s|%s", kind, name, port.GetPort(), port.GetProtocol(), node)
+}
+
+// decode turns a report into the backends of one member cluster of group bg.
+func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterReport, error) {
+	cands, err := r.Candidates.Decode()
+	params := maps.Clone(r.Candidates.Parameters)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params[lbcfv1beta1.ParamCluster] = cluster
+	out := &clusterReport{cluster: cluster, partial: r.truncated(), byKey: make(map[string]*controller.Backend, len(cands))}
+	if err != nil {
+		out.partial = true // entries that did not decode may be backends we must not drop
+	}
+	svcName := ""
+	if bg.Spec.Service != nil {
+		svcName = bg.Spec.Service.Name
+	}
+	for i := range cands {
+		c := &cands[i]
+		b := controller.Backend{
+			Kind: c.Kind, Cluster: cluster, Parameters: params, NodeName: c.NodeName, NodeAddresses: c.NodeAddresses,
+			Ready: c.Ready, Deleting: c.Deleting,
+		}
+		switch c.Kind {
+		case lbcfv1beta1.CandidatePod:
+			port := lbcfv1beta1.PortSelector{Port: c.Port, Protocol: string(c.Protocol)}
+			b.Name, b.UID, b.Port, b.IPs, b.HasIP, b.Phase = c.Name, c.UID, port, c.IPs, len(c.IPs) > 0, c.Phase
+			b.Pod = syntheticPod(bg.Namespace, cluster, c)
+		case lbcfv1beta1.CandidateNode:
+			b.Name, b.Port, b.NodePort = svcName, lbcfv1beta1.PortSelector{Port: c.Port, Protocol: string(c.Protocol)}, c.NodePort
+		default:
+			b.Name = c.Name
+		}
+		out.backends = append(out.backends, b)
+	}
+	for i := range out.backends {
+		b := &out.backends[i]
+		node := ""
+		if b.Kind == lbcfv1beta1.CandidateNode {
+			node = b.NodeName
+		}
+		out.byKey[backendKey(b.Kind, b.Name, b.Port, node)] = b
+	}
+	return out, err
+}
+
+// syntheticPod rebuilds, from a candidate, the pod object drivers receive in generateBackendAddr
+// and judgePodDeregister: name, namespace, the short UID, IPs, node, phase and readiness — what a
+// member reports, not the whole pod.
+func syntheticPod(ns, cluster string, c *lbcfv1beta1.Candidate) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: ns, UID: types.UID(c.UID),
+			Labels: map[string]string{lbcfv1beta1.LabelCluster: cluster}},
+		Spec:   corev1.PodSpec{NodeName: c.NodeName},
+		Status: corev1.PodStatus{Phase: c.Phase},
+	}
+	ready := corev1.ConditionFalse
+	if c.Ready {
+		ready = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+	for _, ip := range c.IPs {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	if len(c.IPs) > 0 {
+		p.Status.PodIP = c.IPs[0]
+	}
+	for _, a := range c.NodeAddresses {
+		if a.Type == corev1.NodeInternalIP {
+			p.Status.HostIP = a.Address
+			break
+		}
+	}
+	if c.Deleting {
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+	}
+	return p
+}
