@@ -138,7 +138,7 @@ func TestServesReadyPodsOnly(t *testing.T) {
 
 	g.Eventually(func() (podresponder.Answer, error) { return f.get(f.ip(1)) }).WithTimeout(10 * time.Second).
 		Should(Equal(podresponder.Answer{Cluster: "pr", Namespace: f.ns, Pod: "ready", IP: f.ip(1).String(), Port: f.port, Path: "/x"}))
-	g.Consistently(func() []podresponder.Endpoint { return f.r.Endpoints() }).WithTimeout(500 * time.Millisecond).
+	g.Consistently(func() []podresponder.Endpoint { return f.r.Endpoints() }).WithTimeout(500*time.Millisecond).
 		Should(Equal([]podresponder.Endpoint{{Namespace: f.ns, Pod: "ready", Addr: netip.AddrPortFrom(f.ip(1), uint16(f.port))}}),
 			"only the Ready pod inside the network, and only its TCP port")
 	_, err := f.get(f.ip(2))
