@@ -149,7 +149,9 @@ func (e *env) cluster(name string, ready bool) {
 	if err != nil {
 		c = &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: full}}
 		e.g.Expect(e.c.Create(e.ctx, c)).To(Succeed())
-		e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: full}}) })
+		e.t.Cleanup(func() {
+			_ = e.c.Delete(context.Background(), &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: full}})
+		})
 	}
 	status := metav1.ConditionTrue
 	if !ready {

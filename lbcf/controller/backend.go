@@ -2,10 +2,10 @@ package controller
 
 import (
 	"context"
-	"time"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
