@@ -69,7 +69,7 @@ func main() {
 	fs.IntVar(&f.driverWorkers, "driver-workers", 2, "Concurrent LoadBalancerDriver reconciles.")
 	fs.IntVar(&f.lbWorkers, "loadbalancer-workers", 8, "Concurrent LoadBalancer reconciles.")
 	fs.IntVar(&f.bgWorkers, "backendgroup-workers", 8, "Concurrent BackendGroup reconciles.")
-	fs.IntVar(&f.brWorkers, "backendrecord-workers", 64, "Concurrent BackendRecord reconciles (each waits on a driver call).")
+	fs.IntVar(&f.brWorkers, "backendrecord-workers", 256, "Concurrent BackendRecord reconciles. Each waits on a driver call, and a coalescing driver commits all calls in flight at once, so this bounds the changes per device commit.")
 	fs.IntVar(&f.writeParallelism, "record-write-parallelism", 16, "Concurrent record writes within one BackendGroup reconcile.")
 	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", controller.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Run only while holding the lbcf-controller lease, so that two replicas never call drivers twice.")

@@ -79,7 +79,7 @@ func (o *Options) Defaults() {
 	seti(&o.DriverWorkers, 2)
 	seti(&o.LoadBalancerWorkers, 8)
 	seti(&o.BackendGroupWorkers, 8)
-	seti(&o.BackendRecordWorkers, 64)
+	seti(&o.BackendRecordWorkers, 256)
 	seti(&o.WriteParallelism, 16)
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)

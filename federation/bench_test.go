@@ -1,0 +1,120 @@
+package federation_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbfed/lbfed/elb/radware"
+	"github.com/lbfed/lbfed/elb/radware/alteon"
+	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/driver"
+)
+
+// radwareDriver serves the Radware driver over a simulated HA pair, with real device timings
+// shortened so the benchmark is about the controller, not sleeps.
+func radwareDriver(tb testing.TB) (url string, sim *alteonsim.Pair) {
+	o := alteonsim.Options{ApplyDuration: 20 * time.Millisecond, SaveDuration: 5 * time.Millisecond, SyncDuration: 10 * time.Millisecond}
+	sim = alteonsim.NewPair(o, o)
+	ua, ub, err := sim.Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = sim.Close() })
+	var units []*alteon.Client
+	for _, u := range []string{ua, ub} {
+		c, err := alteon.NewClient(alteon.Config{URL: u, User: "admin", Password: "admin", RetryDelay: 5 * time.Millisecond})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		units = append(units, c)
+	}
+	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 5 * time.Millisecond}, units...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	drv, err := radware.NewDriver(radware.DriverOptions{Frontend: fe, RetryDelaySeconds: 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := httptest.NewServer(driver.NewHandler(drv, driver.HandlerOptions{}))
+	tb.Cleanup(srv.Close)
+	return srv.URL, sim
+}
+
+// BenchmarkFederatedBackendChanges: three members report 1,000 backend changes at once (500 of
+// the 999 registered pods replaced by 500 new ones, spread over the members). Measured: device
+// applies and time until the group is fully programmed again (every expected backend registered,
+// every removed one deregistered). Target ≤ 10 applies.
+//
+//	go test ./federation -run XXX -bench FederatedBackendChanges -benchtime 1x
+func BenchmarkFederatedBackendChanges(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := newEnvTB(b, time.Minute)
+		url, sim := radwareDriver(b)
+		e.url = url
+		e.worldSpec("m1", "m2", "m3")(map[string]string{"vip": "127.0.0.50", "port": "80", "protocol": "TCP"})
+		podsOf := func(gen, offset int) map[string][]pod {
+			out := map[string][]pod{}
+			for j := 0; j < 999; j++ {
+				c := fmt.Sprintf("m%d", j%3+1)
+				n := offset + j
+				out[c] = append(out[c], pod{fmt.Sprintf("p%d-%d", gen, n), fmt.Sprintf("10.%d.%d.%d", 60+j%3, n/250, n%250+1), true})
+			}
+			return out
+		}
+		set := func(pods map[string][]pod) {
+			items := map[string]*runtime.RawExtension{}
+			for c, ps := range pods {
+				items[c] = report(nil, 1, 1, false, ps...)
+			}
+			e.setReports(items)
+		}
+		registered := func(n int32) {
+			e.g.Eventually(func(g Gomega) {
+				bg := &lbcfv1beta1.BackendGroup{}
+				g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(e.bg), bg)).To(Succeed())
+				g.Expect(bg.Status.Backends).To(Equal(n))
+				g.Expect(bg.Status.RegisteredBackends).To(Equal(n))
+				recs := &lbcfv1beta1.BackendRecordList{}
+				g.Expect(e.c.List(e.ctx, recs, client.InNamespace(e.ns))).To(Succeed())
+				g.Expect(recs.Items).To(HaveLen(int(n)), "deregistered records are gone")
+			}, 5*time.Minute, 100*time.Millisecond).Should(Succeed())
+		}
+		first := podsOf(0, 0)
+		set(first)
+		registered(999)
+		// 1,000 changes: 500 pods go, 500 new ones come, in all three members at once.
+		next := map[string][]pod{}
+		for c, ps := range first {
+			next[c] = append(next[c], ps[:len(ps)/2]...)
+		}
+		for c, ps := range podsOf(1, 1000) {
+			next[c] = append(next[c], ps[:len(ps)/2]...)
+		}
+		n := 0
+		for _, ps := range next {
+			n += len(ps)
+		}
+		before := sim.A.Applies() + sim.B.Applies()
+		start := time.Now()
+		b.StartTimer()
+		set(next)
+		registered(int32(n))
+		b.StopTimer()
+		b.ReportMetric(float64(sim.A.Applies()+sim.B.Applies()-before), "applies")
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-programmed")
+	}
+}
+
