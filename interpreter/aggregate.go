@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	webhook "github.com/karmada-io/karmada/pkg/webhook/interpreter"
 	"github.com/mattbaird/jsonpatch"
+	kjson "sigs.k8s.io/json"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
@@ -15,9 +16,9 @@ import (
 // memberReport is what AggregateStatus reads of one member's InterpretStatus answer. Only the
 // counts are decoded; the candidate lists are skipped.
 type memberReport struct {
-	ObservedGeneration int64 `json:"observedGeneration"`
-	Backends           int64 `json:"backends"`
-	RegisteredBackends int64 `json:"registeredBackends"`
+	ObservedGeneration int64            `json:"observedGeneration"`
+	Backends           int64            `json:"backends"`
+	RegisteredBackends int64            `json:"registeredBackends"`
 	Candidates         *candidateCounts `json:"candidates"`
 }
 
@@ -26,52 +27,57 @@ type candidateCounts struct {
 	Ready int64 `json:"ready"`
 }
 
-// templateStatus is what AggregateStatus reads of the template.
-type templateStatus struct {
-	Status json.RawMessage `json:"status"`
-}
-
 func (h *Handler) aggregateStatus(log logr.Logger, kind string, req webhook.Request) (webhook.Response, Outcome) {
 	if kind != lbcfv1beta1.KindBackendGroup {
 		// A LoadBalancer's template status belongs to the controller that creates it.
 		return webhook.Succeeded(""), OutcomeAnswered
 	}
-	var tmpl templateStatus
-	if !isJSONObject(req.Object.Raw) || decodeLenient(req.Object.Raw, &tmpl) != nil {
+	tmpl, err := decodeObject(req.Object.Raw)
+	if err != nil {
 		// Never fail AggregateStatus: without an object there is nothing to patch.
-		log.Info("Template is not a JSON object; leaving its status alone")
+		log.Info("Template is not a JSON object; leaving its status alone", "error", err.Error())
 		return webhook.Succeeded(""), OutcomeNoop
 	}
-	var status struct {
-		Clusters json.RawMessage `json:"clusters"`
-	}
-	hasStatus := isJSONObject(tmpl.Status)
-	if hasStatus {
-		_ = decodeLenient(tmpl.Status, &status)
-	}
-	var previous []lbcfv1beta1.ClusterSummary
-	if !isNullRaw(status.Clusters) {
-		if err := decodeLenient(status.Clusters, &previous); err != nil {
-			log.Info("Ignoring unreadable status.clusters", "error", err.Error())
-			previous = nil
-		}
-	}
+	status, hasStatus := tmpl["status"].(map[string]any)
+	existing := status["clusters"]
 
-	clusters := summarize(log, req, previous)
+	clusters := summarize(log, req, previousSummaries(existing))
 
 	var ops []jsonpatch.JsonPatchOperation
 	switch {
-	case len(clusters) == 0 && isNullRaw(status.Clusters):
+	case len(clusters) == 0 && existing == nil:
 	case len(clusters) == 0:
 		ops = append(ops, jsonpatch.NewPatch("remove", "/status/clusters", nil))
 	case !hasStatus:
 		ops = append(ops, jsonpatch.NewPatch("add", "/status", map[string]any{"clusters": clusters}))
-	case isNullRaw(status.Clusters):
+	case existing == nil:
 		ops = append(ops, jsonpatch.NewPatch("add", "/status/clusters", clusters))
-	case !sameJSON(status.Clusters, clusters):
+	case !sameValue(existing, clusters):
 		ops = append(ops, jsonpatch.NewPatch("replace", "/status/clusters", clusters))
 	}
 	return patchResponse(ops), OutcomeAnswered
+}
+
+// previousSummaries reads the template's current status.clusters; unreadable entries are
+// ignored.
+func previousSummaries(v any) []lbcfv1beta1.ClusterSummary {
+	list, _ := v.([]any)
+	out := make([]lbcfv1beta1.ClusterSummary, 0, len(list))
+	for _, e := range list {
+		m := asMap(e)
+		name, ok := asString(m["name"])
+		if !ok {
+			continue
+		}
+		s := lbcfv1beta1.ClusterSummary{Name: name}
+		s.ObservedGeneration, _ = integralOf(m["observedGeneration"])
+		c, _ := integralOf(m["candidates"])
+		r, _ := integralOf(m["ready"])
+		s.Candidates, s.Ready = count32(c), count32(r)
+		s.Health, _ = asString(m["health"])
+		out = append(out, s)
+	}
+	return out
 }
 
 // summarize builds the sorted per-member summaries from Karmada's aggregated status items.
@@ -89,7 +95,7 @@ func summarize(log logr.Logger, req webhook.Request, previous []lbcfv1beta1.Clus
 			log.Info("Ignoring aggregated status item without cluster name", "index", i)
 			continue
 		}
-		if item.Status == nil || isNullRaw(item.Status.Raw) {
+		if item.Status == nil || len(item.Status.Raw) == 0 || string(item.Status.Raw) == "null" {
 			// Karmada has no status for this member right now (applied=false at first propagation
 			// and after a member recovers): keep what we knew, flagged as stale.
 			if reported[name] {
@@ -113,12 +119,12 @@ func summarize(log logr.Logger, req webhook.Request, previous []lbcfv1beta1.Clus
 		s := lbcfv1beta1.ClusterSummary{
 			Name:               name,
 			ObservedGeneration: r.ObservedGeneration,
-			Candidates:         int32(r.Backends),
-			Ready:              int32(r.RegisteredBackends),
+			Candidates:         count32(r.Backends),
+			Ready:              count32(r.RegisteredBackends),
 			Health:             string(item.Health),
 		}
 		if r.Candidates != nil {
-			s.Candidates, s.Ready = int32(r.Candidates.Total), int32(r.Candidates.Ready)
+			s.Candidates, s.Ready = count32(r.Candidates.Total), count32(r.Candidates.Ready)
 		}
 		byName[name] = s
 		reported[name] = true
@@ -131,15 +137,15 @@ func summarize(log logr.Logger, req webhook.Request, previous []lbcfv1beta1.Clus
 	return out
 }
 
-// sameJSON reports whether raw and v encode the same JSON value.
-func sameJSON(raw json.RawMessage, v any) bool {
-	enc, err := json.Marshal(v)
+// sameValue reports whether the decoded JSON value v and the Go value x encode alike.
+func sameValue(v any, x any) bool {
+	raw, err := json.Marshal(x)
 	if err != nil {
 		return false
 	}
-	var a, b any
-	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(enc, &b) != nil {
+	var decoded any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &decoded); err != nil {
 		return false
 	}
-	return reflect.DeepEqual(a, b)
+	return reflect.DeepEqual(v, decoded)
 }

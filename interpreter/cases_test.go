@@ -236,8 +236,11 @@ func runWebhook(h http.Handler, tc testCase) (result, error) {
 				return r, err
 			}
 		}
-		r.object = obj.Object
-		r.status = statusOf(obj.Object)
+		if tc.Operation == configv1alpha1.InterpreterOperationAggregateStatus {
+			r.status = statusOf(obj.Object)
+		} else {
+			r.object = obj.Object
+		}
 	}
 	return r, nil
 }
@@ -404,32 +407,30 @@ func generic(t *testing.T, v any) any {
 	return out
 }
 
-// dropEmpty removes null values and empty lists and maps from map values, bottom-up.
+// dropEmpty removes, bottom-up, null values and empty lists and maps, in maps and in lists
+// (Karmada's Lua conversion can represent none of them); an empty result is nil.
 func dropEmpty(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		out := map[string]any{}
 		for k, val := range x {
-			val = dropEmpty(val)
-			switch y := val.(type) {
-			case nil:
-				continue
-			case map[string]any:
-				if len(y) == 0 {
-					continue
-				}
-			case []any:
-				if len(y) == 0 {
-					continue
-				}
+			if val = dropEmpty(val); val != nil {
+				out[k] = val
 			}
-			out[k] = val
+		}
+		if len(out) == 0 {
+			return nil
 		}
 		return out
 	case []any:
-		out := make([]any, len(x))
-		for i := range x {
-			out[i] = dropEmpty(x[i])
+		out := []any{}
+		for _, val := range x {
+			if val = dropEmpty(val); val != nil {
+				out = append(out, val)
+			}
+		}
+		if len(out) == 0 {
+			return nil
 		}
 		return out
 	}
@@ -456,4 +457,13 @@ func deref[T any](p *T) any {
 		return "<none>"
 	}
 	return *p
+}
+
+func typesUID(s string) types.UID { return types.UID(s) }
+
+func rawJSON(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
+
+// verifyResponse checks an answer the way Karmada does.
+func verifyResponse(uid types.UID, op configv1alpha1.InterpreterOperation, answer *configv1alpha1.ResourceInterpreterContext) (*request.ResponseAttributes, error) {
+	return request.VerifyResourceInterpreterContext(uid, op, answer)
 }

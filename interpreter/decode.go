@@ -175,47 +175,47 @@ func readStatusItemField(r *jsonReader, item *workv1alpha2.AggregatedStatusItem,
 	}
 }
 
-// readMemberReport reads the counts of one member's InterpretStatus answer, leniently like
-// decodeLenient into memberReport: values of unexpected types leave their field alone.
+// readMemberReport reads the counts of one member's InterpretStatus answer. Like the Lua
+// customization (which sees the answer decoded into a map), the last occurrence of a key wins
+// and a value of an unexpected type (a count that is not an integer, candidates that are not an
+// object or a list) counts as unset.
 func readMemberReport(raw []byte) (memberReport, error) {
 	var rep memberReport
 	r := &jsonReader{b: raw}
-	setInt := func(into *int64) {
-		if n, k := r.intValue(64); k == kindOK {
-			*into = n
-		}
+	readInt := func(into *int64) {
+		*into, _ = r.integralValue()
 	}
 	r.object(func(key string) {
 		switch key {
 		case "observedGeneration":
-			setInt(&rep.ObservedGeneration)
+			readInt(&rep.ObservedGeneration)
 		case "backends":
-			setInt(&rep.Backends)
+			readInt(&rep.Backends)
 		case "registeredBackends":
-			setInt(&rep.RegisteredBackends)
+			readInt(&rep.RegisteredBackends)
 		case "candidates":
-			if r.isNull() {
-				rep.Candidates = nil
+			rep.Candidates = nil
+			if r.peek() == '[' { // a Lua table too, without counts
+				r.skipValue(0)
+				rep.Candidates = &candidateCounts{}
 				return
 			}
 			if r.peek() != '{' {
 				r.skipValue(0)
 				return
 			}
-			if rep.Candidates == nil {
-				rep.Candidates = &candidateCounts{}
-			}
-			c := rep.Candidates
+			c := &candidateCounts{}
 			r.object(func(k string) {
 				switch k {
 				case "total":
-					setInt(&c.Total)
+					readInt(&c.Total)
 				case "ready":
-					setInt(&c.Ready)
+					readInt(&c.Ready)
 				default:
 					r.skipValue(0)
 				}
 			})
+			rep.Candidates = c
 		default:
 			r.skipValue(0)
 		}

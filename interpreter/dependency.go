@@ -11,61 +11,38 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-// dependencyView is what InterpretDependency reads of a template.
-type dependencyView struct {
-	Metadata struct {
-		Namespace   string            `json:"namespace"`
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
-	Spec struct {
-		// BackendGroup.
-		LBName        *string  `json:"lbName"`
-		LoadBalancers []string `json:"loadBalancers"`
-		Service       *struct {
-			Name string `json:"name"`
-		} `json:"service"`
-		DeregisterWebhook *struct {
-			DriverName string `json:"driverName"`
-		} `json:"deregisterWebhook"`
-		// LoadBalancer.
-		LBDriver string `json:"lbDriver"`
-	} `json:"spec"`
-}
-
 func (h *Handler) interpretDependency(log logr.Logger, kind string, req webhook.Request) (webhook.Response, Outcome) {
-	if !isJSONObject(req.Object.Raw) {
+	obj, err := decodeObject(req.Object.Raw)
+	if err != nil {
 		// Failing keeps the attached bindings; an empty answer would remove the dependencies
 		// from every member.
 		return badObject(log, "object")
 	}
-	var v dependencyView
-	if err := decodeLenient(req.Object.Raw, &v); err != nil {
-		return badObject(log, "object")
-	}
-	ns := v.Metadata.Namespace
+	meta, spec := asMap(obj["metadata"]), asMap(obj["spec"])
+	ns, _ := asString(meta["namespace"])
 	var deps []configv1alpha1.DependentObjectReference
 	switch kind {
 	case lbcfv1beta1.KindBackendGroup:
-		if v.Spec.Service != nil && v.Spec.Service.Name != "" {
-			deps = append(deps, configv1alpha1.DependentObjectReference{APIVersion: "v1", Kind: "Service", Namespace: ns, Name: v.Spec.Service.Name})
+		if name, _ := asString(asMap(spec["service"])["name"]); name != "" {
+			deps = append(deps, configv1alpha1.DependentObjectReference{APIVersion: "v1", Kind: "Service", Namespace: ns, Name: name})
 		}
-		if v.Metadata.Annotations[MemberModeAnnotation] == MemberModeStandalone {
-			lbs := v.Spec.LoadBalancers
-			if v.Spec.LBName != nil && *v.Spec.LBName != "" {
-				lbs = append(append([]string(nil), lbs...), *v.Spec.LBName)
+		if mode, _ := asString(asMap(meta["annotations"])[MemberModeAnnotation]); mode == MemberModeStandalone {
+			lbs, _ := spec["loadBalancers"].([]any)
+			if name, ok := asString(spec["lbName"]); ok {
+				lbs = append(append([]any(nil), lbs...), name)
 			}
 			for _, lb := range lbs {
-				if lb != "" {
-					deps = append(deps, lbcfRef(lbcfv1beta1.KindLoadBalancer, ns, lb))
+				if name, _ := asString(lb); name != "" {
+					deps = append(deps, lbcfRef(lbcfv1beta1.KindLoadBalancer, ns, name))
 				}
 			}
-			if v.Spec.DeregisterWebhook != nil && v.Spec.DeregisterWebhook.DriverName != "" {
-				deps = append(deps, lbcfRef(lbcfv1beta1.KindLoadBalancerDriver, ns, v.Spec.DeregisterWebhook.DriverName))
+			if driver, _ := asString(asMap(spec["deregisterWebhook"])["driverName"]); driver != "" {
+				deps = append(deps, lbcfRef(lbcfv1beta1.KindLoadBalancerDriver, ns, driver))
 			}
 		}
 	default:
-		if v.Spec.LBDriver != "" {
-			deps = append(deps, lbcfRef(lbcfv1beta1.KindLoadBalancerDriver, ns, v.Spec.LBDriver))
+		if driver, _ := asString(spec["lbDriver"]); driver != "" {
+			deps = append(deps, lbcfRef(lbcfv1beta1.KindLoadBalancerDriver, ns, driver))
 		}
 	}
 	return dependenciesResponse(sortDependencies(deps)), OutcomeAnswered

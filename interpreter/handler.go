@@ -124,13 +124,16 @@ func noop(op configv1alpha1.InterpreterOperation, object []byte) webhook.Respons
 		return healthResponse(true)
 	case configv1alpha1.InterpreterOperationInterpretStatus:
 		// Karmada's default reflects the whole .status.
-		var obj struct {
-			Status json.RawMessage `json:"status"`
-		}
-		if decodeLenient(object, &obj) != nil || !isJSONObject(obj.Status) {
+		obj, err := decodeObject(object)
+		status := asMap(obj["status"])
+		if err != nil || status == nil {
 			return statusResponse([]byte("{}"))
 		}
-		return statusResponse(obj.Status)
+		raw, err := json.Marshal(status)
+		if err != nil {
+			return statusResponse([]byte("{}"))
+		}
+		return statusResponse(raw)
 	}
 	// Retain, ReviseReplica, AggregateStatus, Prune, InterpretComponent, InterpretDependency:
 	// success without patch, components or dependencies.

@@ -439,6 +439,34 @@ func (r *jsonReader) intValue(bits int) (int64, int) {
 	return n, kindOK
 }
 
+// integralValue reads a number with an integral value, the way the Lua customization sees
+// numbers (as float64): "3", "3.0" and "3e0" are all 3. Anything else is consumed and
+// reported as a mismatch (kindNull for null).
+func (r *jsonReader) integralValue() (int64, int) {
+	c := r.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		if c == 'n' {
+			r.literal("null")
+			return 0, kindNull
+		}
+		r.skipValue(0)
+		return 0, kindMismatch
+	}
+	start := r.i
+	r.skipNumber()
+	if r.err != nil {
+		return 0, kindMismatch
+	}
+	f, err := strconv.ParseFloat(string(r.b[start:r.i]), 64)
+	if err != nil {
+		return 0, kindMismatch
+	}
+	if n, ok := integral(f); ok {
+		return n, kindOK
+	}
+	return 0, kindMismatch
+}
+
 // boolValue reads a boolean; null gives kindNull, another type is skipped (kindMismatch).
 func (r *jsonReader) boolValue() (bool, int) {
 	switch r.peek() {

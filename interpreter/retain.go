@@ -8,11 +8,6 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-// specView is what Retain reads of the desired and the observed object.
-type specView struct {
-	Spec map[string]any `json:"spec"`
-}
-
 // retainSection is a part of a BackendGroup spec that LBCF's mutating admission rewrites: the
 // keys it covers under parent (a path inside spec), and what admission makes of them.
 type retainSection struct {
@@ -38,20 +33,25 @@ func (h *Handler) retain(log logr.Logger, kind string, req webhook.Request) (web
 		// LoadBalancer admission only adds a finalizer, which Karmada retains by itself.
 		return webhook.Succeeded(""), OutcomeAnswered
 	}
-	var desired, observed specView
-	if !isJSONObject(req.Object.Raw) || decodeLenient(req.Object.Raw, &desired) != nil {
+	desired, err := decodeObject(req.Object.Raw)
+	if err != nil {
 		// Never fail Retain: Karmada would stop collecting status for the object.
-		log.Info("Desired object is not a JSON object; retaining nothing")
+		log.Info("Desired object is not a JSON object; retaining nothing", "error", err.Error())
 		return webhook.Succeeded(""), OutcomeNoop
 	}
-	if req.ObservedObject == nil || !isJSONObject(req.ObservedObject.Raw) || decodeLenient(req.ObservedObject.Raw, &observed) != nil {
-		log.Info("Observed object is missing or not a JSON object; retaining nothing")
+	var observed map[string]any
+	if req.ObservedObject != nil {
+		observed, err = decodeObject(req.ObservedObject.Raw)
+	}
+	if observed == nil {
+		log.Info("Observed object is missing or not a JSON object; retaining nothing", "error", err)
 		return webhook.Succeeded(""), OutcomeNoop
 	}
-	if desired.Spec == nil || observed.Spec == nil {
+	dspec, ospec := asMap(desired["spec"]), asMap(observed["spec"])
+	if dspec == nil || ospec == nil {
 		return webhook.Succeeded(""), OutcomeAnswered
 	}
-	return patchResponse(retainOps(backendGroupSections, desired.Spec, observed.Spec)), OutcomeAnswered
+	return patchResponse(retainOps(backendGroupSections, dspec, ospec)), OutcomeAnswered
 }
 
 // retainOps returns the patch operations that give desired the observed values of every section
@@ -109,7 +109,7 @@ func pick(m map[string]any, keys []string) map[string]any {
 }
 
 // rawEqual is exact equality of decoded JSON values (a null is not an absent key here: Karmada
-// compares the retained object with the observed one exactly).
+// compares the retained object with the observed one exactly, after decoding both alike).
 func rawEqual(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
@@ -211,7 +211,7 @@ func admitPort(p map[string]any) map[string]any {
 	}
 	if pn, ok := out["portNumber"]; ok {
 		delete(out, "portNumber")
-		if n, ok := out["port"].(float64); (!ok || n == 0) && pn != nil {
+		if n, ok := number(out["port"]); (!ok || n == 0) && pn != nil {
 			out["port"] = pn
 		}
 	}

@@ -28,44 +28,43 @@ type memberObject struct {
 
 type condition struct{ typ, status string }
 
-// readMemberObject reads a member object leniently: values of unexpected types are ignored.
+// readMemberObject reads a member object. Like the Lua customization (which sees the object
+// decoded into a map), the last occurrence of a key wins and a value of an unexpected type counts
+// as unset.
 func readMemberObject(raw []byte) (*memberObject, error) {
 	o := &memberObject{}
 	r := &jsonReader{b: raw}
 	r.object(func(key string) {
 		switch key {
 		case "metadata":
+			o.generation, o.templateGeneration = nil, ""
 			r.object(func(key string) {
 				switch key {
 				case "generation":
-					switch n, k := r.intValue(64); k {
-					case kindOK:
+					o.generation = nil
+					if n, k := r.integralValue(); k == kindOK {
 						o.generation = &n
-					case kindNull:
-						o.generation = nil
 					}
 				case "annotations":
+					o.templateGeneration = ""
 					r.object(func(key string) {
 						if key != templateGenerationAnnotation {
 							r.skipValue(0)
 							return
 						}
-						if s, k := r.stringValue(); k == kindOK {
-							o.templateGeneration = s
-						}
+						o.templateGeneration, _ = r.stringValue()
 					})
 				default:
 					r.skipValue(0)
 				}
 			})
 		case "status":
+			*o = memberObject{generation: o.generation, templateGeneration: o.templateGeneration}
 			if r.peek() != '{' {
 				r.skipValue(0)
 				return
 			}
-			if o.status == nil {
-				o.status = map[string][]byte{}
-			}
+			o.status = map[string][]byte{}
 			r.object(func(key string) { o.readStatusField(r, key) })
 		default:
 			r.skipValue(0)
@@ -81,54 +80,34 @@ func (o *memberObject) readStatusField(r *jsonReader, key string) {
 	}
 	switch key {
 	case "observedGeneration":
-		switch n, k := r.intValue(64); k {
-		case kindOK:
+		o.observedGeneration = nil
+		if n, k := r.integralValue(); k == kindOK {
 			o.observedGeneration = &n
-		case kindNull:
-			o.observedGeneration = nil
 		}
 	case "backends":
-		if n, k := r.intValue(64); k == kindOK {
-			o.backends = n
-		}
+		o.backends, _ = r.integralValue()
 	case "registeredBackends":
-		if n, k := r.intValue(64); k == kindOK {
-			o.registered = n
-		}
+		o.registered, _ = r.integralValue()
 	case "candidates":
-		switch r.peek() {
-		case '{':
-			o.hasCandidates = true
-		case 'n':
-			o.hasCandidates = false
-		}
+		c := r.peek()
+		o.hasCandidates = c == '{' || c == '[' // a Lua table either way
 		r.skipValue(0)
 	case "conditions":
-		if r.isNull() {
-			o.conditions = nil
-			break
-		}
-		var conds []condition
-		if r.array(func() {
+		o.conditions = nil
+		r.array(func() {
 			var c condition
 			r.object(func(key string) {
 				switch key {
 				case "type":
-					if s, k := r.stringValue(); k == kindOK {
-						c.typ = s
-					}
+					c.typ, _ = r.stringValue()
 				case "status":
-					if s, k := r.stringValue(); k == kindOK {
-						c.status = s
-					}
+					c.status, _ = r.stringValue()
 				default:
 					r.skipValue(0)
 				}
 			})
-			conds = append(conds, c)
-		}) {
-			o.conditions = conds
-		}
+			o.conditions = append(o.conditions, c)
+		})
 	default:
 		r.skipValue(0)
 	}

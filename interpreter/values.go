@@ -1,22 +1,12 @@
 package interpreter
 
 import (
-	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
-)
 
-// decodeLenient decodes data into v, ignoring fields whose JSON type does not match v's: those
-// keep their zero value (encoding/json goes on decoding after a type mismatch). It fails only
-// when data is not JSON at all, so one odd field never hides the others.
-func decodeLenient(data []byte, v any) error {
-	err := json.Unmarshal(data, v)
-	var typeErr *json.UnmarshalTypeError
-	if err != nil && !errors.As(err, &typeErr) {
-		return err
-	}
-	return nil
-}
+	kjson "sigs.k8s.io/json"
+)
 
 // isJSONObject reports whether data holds a JSON object (leading whitespace allowed).
 func isJSONObject(data []byte) bool {
@@ -33,22 +23,22 @@ func isJSONObject(data []byte) bool {
 	return false
 }
 
-// isNullRaw reports whether a raw JSON value is absent or null.
-func isNullRaw(raw json.RawMessage) bool {
-	return len(raw) == 0 || string(raw) == "null"
-}
-
 // isEmpty reports whether v counts as unset in a Kubernetes object: absent, null, or an empty list
-// or map. The typed API (omitempty) and Lua (which cannot tell these apart) treat them alike, so
-// Retain does too.
+// or map (ignoring the nulls in it). The typed API (omitempty) and Lua (which cannot tell these apart)
+// treat them alike, so Retain does too.
 func isEmpty(v any) bool {
 	switch t := v.(type) {
 	case nil:
 		return true
 	case []any:
-		return len(t) == 0
+		return len(withoutNulls(t)) == 0
 	case map[string]any:
-		return len(t) == 0
+		for _, v := range t {
+			if v != nil {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }
@@ -78,7 +68,12 @@ func semanticEqual(a, b any) bool {
 		return true
 	case []any:
 		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
+		if !ok {
+			return false
+		}
+		// Lua lists cannot hold nulls: compare what remains without them.
+		x, y = withoutNulls(x), withoutNulls(y)
+		if len(x) != len(y) {
 			return false
 		}
 		for i := range x {
@@ -87,9 +82,10 @@ func semanticEqual(a, b any) bool {
 			}
 		}
 		return true
-	case float64:
-		y, ok := b.(float64)
-		return ok && x == y
+	case int64, float64:
+		x2, _ := number(x)
+		y, ok := number(b)
+		return ok && x2 == y
 	case string:
 		y, ok := b.(string)
 		return ok && x == y
@@ -98,6 +94,75 @@ func semanticEqual(a, b any) bool {
 		return ok && x == y
 	}
 	return false
+}
+
+func withoutNulls(l []any) []any {
+	for _, v := range l {
+		if v == nil {
+			out := make([]any, 0, len(l))
+			for _, v := range l {
+				if v != nil {
+					out = append(out, v)
+				}
+			}
+			return out
+		}
+	}
+	return l
+}
+
+// number returns v as a float64 when it is a JSON number (int64 or float64 once decoded).
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+// maxIntegral bounds the integers the interpreter reads, in both implementations: Lua numbers
+// are float64, and this keeps every accepted value exactly representable in an int64.
+const maxIntegral = 9.2e18
+
+// integral returns f as an int64 when it is a whole number within ±maxIntegral.
+func integral(f float64) (int64, bool) {
+	if f != math.Trunc(f) || f > maxIntegral || f < -maxIntegral {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// integralOf returns a decoded JSON number as an int64 when it is integral (see integral).
+func integralOf(v any) (int64, bool) {
+	f, ok := number(v)
+	if !ok {
+		return 0, false
+	}
+	return integral(f)
+}
+
+// count32 returns n when it fits a summary count (int32), else 0.
+func count32(n int64) int32 {
+	if n < math.MinInt32 || n > math.MaxInt32 {
+		return 0
+	}
+	return int32(n)
+}
+
+// decodeObject decodes a JSON object the way Kubernetes (and then Karmada's Lua conversion)
+// sees it: keys case-sensitive, the last of duplicate keys wins, integers kept as int64.
+func decodeObject(raw []byte) (map[string]any, error) {
+	var v any
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, &v); err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
 }
 
 // asMap returns v as a JSON object, or nil.
@@ -113,7 +178,7 @@ func asString(v any) (string, bool) {
 }
 
 // parseGeneration parses Karmada's resourcetemplate.karmada.io/generation annotation: decimal
-// digits only, like the Lua customization's ^%d+$ check.
+// digits only (the Lua customization's ^%d+$), read as a number like Lua does.
 func parseGeneration(s string) (int64, bool) {
 	if s == "" {
 		return 0, false
@@ -123,6 +188,9 @@ func parseGeneration(s string) (int64, bool) {
 			return 0, false
 		}
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, false
+	}
+	return integral(f)
 }
