@@ -22,6 +22,7 @@ KIND := $(TOOLBIN)/kind-$(KIND_VERSION)
 
 .PHONY: all build test test-unit generate verify-generate lint fmt
 .PHONY: localup tools up down up-kind down-kind test-e2e
+.PHONY: docs
 
 all: build
 
@@ -93,3 +94,7 @@ lint: $(STATICCHECK)
 
 fmt:
 	gofmt -s -w $$(git ls-files '*.go')
+
+## docs: docs/flags.md from every binary's -help (hack/flagsdoc; its test fails when stale).
+docs:
+	$(GO) run ./hack/flagsdoc -out docs/flags.md
