@@ -31,8 +31,8 @@ type Options struct {
 	Grace time.Duration
 	// ResyncPeriod re-reconciles every BackendGroup at least this often.
 	ResyncPeriod time.Duration
-	// Metrics, when set, receive the per-cluster figures.
-	Metrics *Metrics
+	// ClusterMetrics, when set, receive the per-cluster figures.
+	ClusterMetrics *Metrics
 }
 
 // AddToScheme adds the Karmada kinds the federation reads.
@@ -61,9 +61,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	}); err != nil {
 		return nil, fmt.Errorf("index resource bindings: %w", err)
 	}
-	src := &Source{Client: mgr.GetClient(), Grace: opts.Grace, Metrics: opts.Metrics}
-	if opts.Metrics != nil {
-		opts.OnRegistered = opts.Metrics.ObserveRegistered
+	src := &Source{Client: mgr.GetClient(), Grace: opts.Grace, Metrics: opts.ClusterMetrics}
+	if opts.ClusterMetrics != nil {
+		opts.OnRegistered = opts.ClusterMetrics.ObserveRegistered
 	}
 	c := mgr.GetClient()
 	groupOfBinding := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -35,13 +35,10 @@ import (
 
 type flags struct {
 	mode                                        string
-	dryRun                                      bool
-	minRetryDelay, retryDelayStep, maxRetry     time.Duration
-	healthzPeriod, resyncPeriod                 time.Duration
+	engine                                      controller.Options
+	resyncPeriod                                time.Duration
 	clientQPS                                   float64
 	clientBurst                                 int
-	driverWorkers, lbWorkers, bgWorkers         int
-	brWorkers, writeParallelism                 int
 	candidatesBudget                            int
 	leaderElect                                 bool
 	leaderElectNamespace                        string
@@ -58,19 +55,10 @@ func main() {
 	f := flags{}
 	fs := flag.CommandLine
 	fs.StringVar(&f.mode, "mode", "standalone", "standalone: the complete LBCF for this cluster (calls drivers). member: report BackendGroup candidates for an lbfed federation (never calls drivers).")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "Call only drivers with acceptDryRunCall (with dryRun: true), ignore their answers, write nothing, and deny every admission request after validating it.")
-	fs.DurationVar(&f.minRetryDelay, "min-retry-delay", 5*time.Second, "Smallest delay before a retry or a periodic ensure.")
-	fs.DurationVar(&f.retryDelayStep, "retry-delay-step", 10*time.Second, "First delay of the per-object exponential backoff.")
-	fs.DurationVar(&f.maxRetry, "max-retry-delay", 2*time.Minute, "Largest backoff delay.")
-	fs.DurationVar(&f.healthzPeriod, "driver-healthz-period", 30*time.Second, "How often drivers that list the healthz webhook are polled.")
+	f.engine.AddFlags(fs, "")
 	fs.DurationVar(&f.resyncPeriod, "resync-period", 5*time.Minute, "Every BackendGroup is reconciled at least this often (drift guard).")
 	fs.Float64Var(&f.clientQPS, "client-qps", 500, "Queries per second to the API server (the original defaulted to 200; each registered backend costs two writes).")
 	fs.IntVar(&f.clientBurst, "client-burst", 1000, "Burst of queries to the API server.")
-	fs.IntVar(&f.driverWorkers, "driver-workers", 2, "Concurrent LoadBalancerDriver reconciles.")
-	fs.IntVar(&f.lbWorkers, "loadbalancer-workers", 8, "Concurrent LoadBalancer reconciles.")
-	fs.IntVar(&f.bgWorkers, "backendgroup-workers", 8, "Concurrent BackendGroup reconciles.")
-	fs.IntVar(&f.brWorkers, "backendrecord-workers", 256, "Concurrent BackendRecord reconciles. Each waits on a driver call, and a coalescing driver commits all calls in flight at once, so this bounds the changes per device commit.")
-	fs.IntVar(&f.writeParallelism, "record-write-parallelism", 16, "Concurrent record writes within one BackendGroup reconcile.")
 	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", controller.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Run only while holding the lbcf-controller lease, so that two replicas never call drivers twice.")
 	fs.StringVar(&f.leaderElectNamespace, "leader-elect-namespace", "kube-system", "Namespace of the leader-election lease.")
@@ -150,13 +138,8 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 	invoker := driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
-	opts := controller.Options{
-		Invoker: invoker, Recorder: mgr.GetEventRecorder("lbcf-controller"), DryRun: f.dryRun,
-		MinRetryDelay: f.minRetryDelay, RetryDelayStep: f.retryDelayStep, MaxRetryDelay: f.maxRetry, HealthzPeriod: f.healthzPeriod,
-		DriverWorkers: f.driverWorkers, LoadBalancerWorkers: f.lbWorkers, BackendGroupWorkers: f.bgWorkers,
-		BackendRecordWorkers: f.brWorkers, WriteParallelism: f.writeParallelism,
-		Metrics: controller.NewMetrics(ctrlmetrics.Registry),
-	}
+	opts := f.engine
+	opts.Invoker, opts.Recorder, opts.Metrics = invoker, mgr.GetEventRecorder("lbcf-controller"), controller.NewMetrics(ctrlmetrics.Registry)
 	if f.mode == "member" {
 		err = controller.SetupMember(ctx, mgr, opts, f.candidatesBudget)
 	} else {
@@ -165,7 +148,7 @@ func run(ctx context.Context, f flags) error {
 	if err != nil {
 		return err
 	}
-	hooks := &lbcfadmission.Webhooks{Client: mgr.GetClient(), Invoker: invoker, Decoder: admission.NewDecoder(scheme), DryRun: f.dryRun, Member: f.mode == "member"}
+	hooks := &lbcfadmission.Webhooks{Client: mgr.GetClient(), Invoker: invoker, Decoder: admission.NewDecoder(scheme), DryRun: f.engine.DryRun, Member: f.mode == "member"}
 	hooks.Register(mgr.GetWebhookServer())
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -187,6 +170,6 @@ func run(ctx context.Context, f flags) error {
 			return fmt.Errorf("write webhook configurations: %w", err)
 		}
 	}
-	klog.InfoS("starting lbcf-controller", "mode", f.mode, "dryRun", f.dryRun)
+	klog.InfoS("starting lbcf-controller", "mode", f.mode, "dryRun", f.engine.DryRun)
 	return mgr.Start(ctx)
 }

@@ -41,7 +41,7 @@ type runnable interface {
 
 // components lists every component, in start order.
 func components() []component {
-	return []component{&interpreterComponent{}}
+	return []component{&interpreterComponent{}, &federationComponent{}}
 }
 
 func main() {

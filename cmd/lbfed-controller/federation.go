@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lbfed/lbfed/federation"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/driver"
+)
+
+// federationComponent runs the federation controller against the Karmada API server named by
+// --kubeconfig (or the in-cluster configuration): LoadBalancers, BackendRecords and driver calls
+// for every member's backends.
+type federationComponent struct {
+	enabled                                     bool
+	engine                                      controller.Options
+	grace, resync                               time.Duration
+	clientQPS                                   float64
+	clientBurst                                 int
+	leaderElect                                 bool
+	leaderElectNamespace                        string
+	metricsAddr, probeAddr                      string
+	driverCA, driverClientCert, driverClientKey string
+}
+
+func (c *federationComponent) name() string { return "federation" }
+
+func (c *federationComponent) addFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&c.enabled, "federation-enabled", true, "run the federation controller against the Karmada API server (--kubeconfig)")
+	c.engine.AddFlags(fs, "federation-")
+	fs.DurationVar(&c.grace, "federation-grace-period", time.Minute, "how long a member may be NotReady (Karmada Cluster condition) before its backends are deregistered; Karmada itself notices an unreachable member after about 30-40s")
+	fs.DurationVar(&c.resync, "federation-resync-period", 5*time.Minute, "every BackendGroup is reconciled at least this often")
+	fs.Float64Var(&c.clientQPS, "federation-client-qps", 500, "queries per second to the Karmada API server")
+	fs.IntVar(&c.clientBurst, "federation-client-burst", 1000, "burst of queries to the Karmada API server")
+	fs.BoolVar(&c.leaderElect, "federation-leader-elect", true, "run only while holding the lbfed-controller lease, so that two replicas never call drivers twice")
+	fs.StringVar(&c.leaderElectNamespace, "federation-leader-elect-namespace", "karmada-system", "namespace of the leader-election lease in the Karmada API server")
+	fs.StringVar(&c.metricsAddr, "federation-metrics-bind-address", ":8080", "address of the federation's /metrics (0 disables)")
+	fs.StringVar(&c.probeAddr, "federation-health-probe-bind-address", ":8081", "address of the federation's /healthz and /readyz (0 disables)")
+	fs.StringVar(&c.driverCA, "federation-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty)")
+	fs.StringVar(&c.driverClientCert, "federation-driver-client-cert", "", "client certificate presented to drivers")
+	fs.StringVar(&c.driverClientKey, "federation-driver-client-key", "", "key of the client certificate presented to drivers")
+}
+
+func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([]runnable, error) {
+	if !c.enabled {
+		return nil, nil
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lbcfv1beta1.AddToScheme, federation.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of the Karmada API server: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(c.clientQPS), c.clientBurst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
+		HealthProbeBindAddress:  c.probeAddr,
+		LeaderElection:          c.leaderElect,
+		LeaderElectionID:        "lbfed-controller-federation",
+		LeaderElectionNamespace: c.leaderElectNamespace,
+		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	tlsCfg, err := driver.TLSConfigFromFiles(c.driverCA, c.driverClientCert, c.driverClientKey)
+	if err != nil {
+		return nil, err
+	}
+	opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync,
+		ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry, mgr.GetClient())}
+	opts.Invoker = driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
+	opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
+	opts.Metrics = controller.NewMetrics(ctrlmetrics.Registry)
+	if _, err := federation.Setup(ctx, mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	log.Info("federation controller configured", "grace", c.grace, "dryRun", c.engine.DryRun)
+	return []runnable{mgr}, nil
+}

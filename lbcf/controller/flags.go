@@ -1,0 +1,21 @@
+package controller
+
+import (
+	"flag"
+	"time"
+)
+
+// AddFlags registers the engine's knobs on fs, each name prefixed with prefix (e.g.
+// "federation-"), with LBCF's defaults. Parse fs before using o.
+func (o *Options) AddFlags(fs *flag.FlagSet, prefix string) {
+	fs.BoolVar(&o.DryRun, prefix+"dry-run", false, "Call only drivers with acceptDryRunCall (with dryRun: true), ignore their answers and write nothing.")
+	fs.DurationVar(&o.MinRetryDelay, prefix+"min-retry-delay", 5*time.Second, "Smallest delay before a retry or a periodic ensure.")
+	fs.DurationVar(&o.RetryDelayStep, prefix+"retry-delay-step", 10*time.Second, "First delay of the per-object exponential backoff.")
+	fs.DurationVar(&o.MaxRetryDelay, prefix+"max-retry-delay", 2*time.Minute, "Largest backoff delay.")
+	fs.DurationVar(&o.HealthzPeriod, prefix+"driver-healthz-period", 30*time.Second, "How often drivers that list the healthz webhook are polled.")
+	fs.IntVar(&o.DriverWorkers, prefix+"driver-workers", 2, "Concurrent LoadBalancerDriver reconciles.")
+	fs.IntVar(&o.LoadBalancerWorkers, prefix+"loadbalancer-workers", 8, "Concurrent LoadBalancer reconciles.")
+	fs.IntVar(&o.BackendGroupWorkers, prefix+"backendgroup-workers", 8, "Concurrent BackendGroup reconciles.")
+	fs.IntVar(&o.BackendRecordWorkers, prefix+"backendrecord-workers", 256, "Concurrent BackendRecord reconciles. Each waits on a driver call, and a coalescing driver commits all calls in flight at once, so this bounds the changes per device commit.")
+	fs.IntVar(&o.WriteParallelism, prefix+"record-write-parallelism", 16, "Concurrent record writes within one BackendGroup reconcile.")
+}
