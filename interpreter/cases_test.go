@@ -18,8 +18,10 @@ import (
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	"github.com/karmada-io/karmada/pkg/resourceinterpreter/customized/declarative"
 	"github.com/karmada-io/karmada/pkg/resourceinterpreter/customized/webhook/request"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
@@ -466,4 +468,8 @@ func rawJSON(s string) runtime.RawExtension { return runtime.RawExtension{Raw: [
 // verifyResponse checks an answer the way Karmada does.
 func verifyResponse(uid types.UID, op configv1alpha1.InterpreterOperation, answer *configv1alpha1.ResourceInterpreterContext) (*request.ResponseAttributes, error) {
 	return request.VerifyResourceInterpreterContext(uid, op, answer)
+}
+
+func metaGVK(gvk schema.GroupVersionKind) metav1.GroupVersionKind {
+	return metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
 }

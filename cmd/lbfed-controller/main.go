@@ -5,9 +5,11 @@
 //
 //   - interpreter: the Karmada resource interpreter webhook for the LBCF kinds (HTTPS, with
 //     /healthz, /readyz and /metrics on the same port). It needs no Kubernetes API access.
+//   - federation: the federation controller, a controller-runtime manager against the Karmada
+//     API server.
 //
-// A further component (the federation controller) is a new file implementing component, listed in
-// components; when it builds a controller-runtime manager it returns the manager as its runnable.
+// A component is a file implementing component, listed in components; a component that builds a
+// controller-runtime manager returns the manager as its runnable.
 package main
 
 import (
