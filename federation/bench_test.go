@@ -117,4 +117,3 @@ func BenchmarkFederatedBackendChanges(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-programmed")
 	}
 }
-

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,6 +70,7 @@ type env struct {
 	t     testing.TB
 	g     Gomega
 	ctx   context.Context
+	cfg   *rest.Config
 	c     client.Client
 	ns    string
 	drv   *memdriver.Driver
@@ -82,6 +84,13 @@ type env struct {
 func newEnv(t *testing.T, grace time.Duration) *env { return newEnvTB(t, grace) }
 
 func newEnvTB(t testing.TB, grace time.Duration) *env {
+	e := newEnvWithoutController(t)
+	e.startController(grace)
+	return e
+}
+
+// newEnvWithoutController is a namespace, a memdriver and a client, with no controller running.
+func newEnvWithoutController(t testing.TB) *env {
 	cfg := testenv.Config(t)
 	cfg.QPS, cfg.Burst = 500, 1000
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -90,12 +99,17 @@ func newEnvTB(t testing.TB, grace time.Duration) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	e := &env{t: t, g: NewWithT(t), ctx: ctx, c: c, drv: memdriver.New(), ns: fmt.Sprintf("fed-%d", time.Now().UnixNano()%1000000)}
+	e := &env{t: t, g: NewWithT(t), ctx: ctx, cfg: cfg, c: c, drv: memdriver.New(), ns: fmt.Sprintf("fed-%d", time.Now().UnixNano()%1000000)}
 	e.g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})).To(Succeed())
 	srv := httptest.NewServer(e.drv.Handler(driver.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
+	return e
+}
 
+// startController runs the federation controller in-process until the test ends.
+func (e *env) startController(grace time.Duration) {
+	t, ctx, cfg := e.t, e.ctx, e.cfg
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip}})
@@ -110,7 +124,6 @@ func newEnvTB(t testing.TB, grace time.Duration) *env {
 	mctx, mcancel := context.WithCancel(ctx)
 	go func() { done <- mgr.Start(mctx) }()
 	t.Cleanup(func() { mcancel(); <-done })
-	return e
 }
 
 // world creates the driver, a LoadBalancer, a BackendGroup template and its binding to the

@@ -1,0 +1,257 @@
+package federation_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/driver"
+)
+
+// controllerProcess is lbfed-controller (federation only) run as a process, so that its memory
+// and restart behave as in production.
+type controllerProcess struct {
+	cmd     *exec.Cmd
+	metrics string
+}
+
+func buildLbfedController(tb testing.TB) string {
+	tb.Helper()
+	bin := filepath.Join(tb.TempDir(), "lbfed-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/lbfed/lbfed/cmd/lbfed-controller").CombinedOutput(); err != nil {
+		tb.Fatalf("build lbfed-controller: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func kubeconfigFile(tb testing.TB, e *env) string {
+	cfg := e.cfg
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "c"
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		tb.Fatal(err)
+	}
+	return path
+}
+
+func freePort(tb testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startLbfedController(tb testing.TB, bin, kubeconfig string) *controllerProcess {
+	mp := freePort(tb)
+	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
+	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
+		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0")
+	logf, err := os.Create(filepath.Join(tb.TempDir(), "lbfed-controller.log"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	return p
+}
+
+// metric returns the sum of a metric's samples whose labels contain match.
+func (p *controllerProcess) metric(name, match string) float64 {
+	rsp, err := http.Get(p.metrics)
+	if err != nil {
+		return -1
+	}
+	defer rsp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(rsp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) || !strings.Contains(line, match) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+		sum += v
+	}
+	return sum
+}
+
+// peakRSS is the process's peak resident set (VmHWM) in MiB.
+func (p *controllerProcess) peakRSS() float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// scaleWorld creates groups BackendGroups, each with perCluster Ready pods in each of the
+// clusters, behind one LoadBalancer each.
+func (e *env) scaleWorld(tb testing.TB, lbs, groups, perCluster int, clusters ...string) {
+	g := e.g
+	long := metav1.Duration{Duration: time.Minute}
+	g.Expect(e.c.Create(e.ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Name: "mem", Namespace: e.ns},
+		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: e.url, Webhooks: []lbcfv1beta1.WebhookConfig{
+			{Name: driver.EnsureBackend, Timeout: long}, {Name: driver.DeregisterBackend, Timeout: long}}}})).To(Succeed())
+	for _, c := range clusters {
+		e.cluster(c, true)
+	}
+	parallel(lbs, func(i int) error {
+		return e.c.Create(e.ctx, &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lb-%04d", i), Namespace: e.ns},
+			Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: "mem", LBSpec: map[string]string{"vip": fmt.Sprintf("10.250.%d.%d", i/250, i%250+1)}}})
+	})
+	parallel(groups, func(i int) error {
+		bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bg-%04d", i), Namespace: e.ns}, Spec: lbcfv1beta1.BackendGroupSpec{
+			LoadBalancers: []string{fmt.Sprintf("lb-%04d", i%lbs)},
+			Pods:          &lbcfv1beta1.PodBackend{Ports: []lbcfv1beta1.PortSelector{{Port: 80, Protocol: "TCP"}}, ByLabel: &lbcfv1beta1.SelectPodByLabel{Selector: map[string]string{"app": "x"}}},
+		}}
+		if err := e.c.Create(e.ctx, bg); err != nil {
+			return err
+		}
+		rb := &workv1alpha2.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: bg.Name + "-backendgroup", Namespace: e.ns}, Spec: workv1alpha2.ResourceBindingSpec{
+			Resource: workv1alpha2.ObjectReference{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Namespace: e.ns, Name: bg.Name, UID: bg.UID}}}
+		for _, c := range clusters {
+			rb.Spec.Clusters = append(rb.Spec.Clusters, workv1alpha2.TargetCluster{Name: e.ns + "-" + c})
+		}
+		if err := e.c.Create(e.ctx, rb); err != nil {
+			return err
+		}
+		for ci, c := range clusters {
+			var pods []pod
+			for j := 0; j < perCluster; j++ {
+				n := i*perCluster + j
+				pods = append(pods, pod{fmt.Sprintf("g%d-p%d", i, j), fmt.Sprintf("10.%d.%d.%d", 100+ci, n/250, n%250+1), true})
+			}
+			rb.Status.AggregatedStatus = append(rb.Status.AggregatedStatus, workv1alpha2.AggregatedStatusItem{
+				ClusterName: e.ns + "-" + c, Status: report(nil, 1, 1, false, pods...), Applied: true, Health: workv1alpha2.ResourceHealthy})
+		}
+		return e.c.Status().Update(e.ctx, rb)
+	})
+}
+
+func parallel(n int, f func(i int) error) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			for attempt := 0; attempt < 5; attempt++ {
+				if f(i) == nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}(i)
+	}
+	wg.Wait()
+}
+
+func (e *env) registeredRecords() int {
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := e.c.List(e.ctx, list, client.InNamespace(e.ns)); err != nil {
+		return -1
+	}
+	n := 0
+	for i := range list.Items {
+		if list.Items[i].IsRegistered() {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkRestartResync: a federation with 1,000 LoadBalancers and 10,000 registered records
+// (two members) is restarted; measured: time until every object was reconciled again, and the
+// driver calls that changed something (target: none, in < 60 s).
+//
+//	go test ./federation -run XXX -bench RestartResync -benchtime 1x -timeout 60m
+func BenchmarkRestartResync(b *testing.B) {
+	const lbs, groups, perCluster = 1000, 1000, 5 // 1,000 groups × 2 members × 5 pods = 10,000 records
+	e := newEnvWithoutController(b)
+	bin := buildLbfedController(b)
+	kc := kubeconfigFile(b, e)
+	e.scaleWorld(b, lbs, groups, perCluster, "m1", "m2")
+	first := startLbfedController(b, bin, kc)
+	e.g.Eventually(e.registeredRecords, 30*time.Minute, 2*time.Second).Should(Equal(groups * perCluster * 2))
+	_ = first.cmd.Process.Kill()
+	_ = first.cmd.Wait()
+	e.drv.ResetCalls()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		b.StartTimer()
+		p := startLbfedController(b, bin, kc)
+		e.g.Eventually(func() bool {
+			return p.metric("key_process_latency_count", `crd="BackendRecord"`) >= groups*perCluster*2 &&
+				p.metric("key_process_latency_count", `crd="LoadBalancer"`) >= lbs &&
+				p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups &&
+				p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
+		}, 10*time.Minute, 200*time.Millisecond).Should(BeTrue())
+		b.StopTimer()
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-resynced")
+		mutations := 0
+		for _, c := range e.drv.Calls() {
+			if c.Webhook != driver.Healthz && c.Webhook != driver.ValidateLoadBalancer && c.Webhook != driver.ValidateBackend {
+				mutations++
+			}
+		}
+		b.ReportMetric(float64(mutations), "driver-calls")
+		b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+}
+
+// BenchmarkControllerRSS: the federation controller's peak RSS while it registers 10,000
+// backends in each of three members (30,000 records), in 10 groups per member report budget.
+// Target < 256 MiB.
+//
+//	go test ./federation -run XXX -bench ControllerRSS -benchtime 1x -timeout 60m
+func BenchmarkControllerRSS(b *testing.B) {
+	const groups, perCluster = 20, 500 // 20 groups × 500 pods × 3 members = 30,000 records
+	for i := 0; i < b.N; i++ {
+		e := newEnvWithoutController(b)
+		bin := buildLbfedController(b)
+		kc := kubeconfigFile(b, e)
+		e.scaleWorld(b, groups, groups, perCluster, "m1", "m2", "m3")
+		start := time.Now()
+		p := startLbfedController(b, bin, kc)
+		e.g.Eventually(e.registeredRecords, 60*time.Minute, 5*time.Second).Should(Equal(groups * perCluster * 3))
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-registered")
+		b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
+	}
+}
