@@ -37,9 +37,9 @@ test: verify-generate tools
 test-unit:
 	$(GO) test ./...
 
-## test-e2e: the full-topology tests (build tag e2e): propagation proof and `up`/`down`.
+## test-e2e: the full-topology tests (build tag e2e): propagation proof, `up`/`down`, interpreter.
 test-e2e: tools
-	$(GO) test -tags e2e -count=1 ./e2e/ ./e2e/localup/cmd/localup/
+	$(GO) test -tags e2e -count=1 ./e2e/ ./e2e/localup/cmd/localup/ ./e2e/interpreter/
 
 localup:
 	$(GO) build -o $(LOCALUP) ./e2e/localup/cmd/localup
