@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -61,7 +60,8 @@ func startInterpreter(ctx context.Context, t *localup.Topology) error {
 		return err
 	}
 	bin := filepath.Join(t.Dir(), "lbfed-controller")
-	build := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/lbfed-controller")
+	// go test puts its own GOROOT/bin first in PATH.
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/lbfed-controller")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build lbfed-controller: %v\n%s", err, out)
@@ -155,19 +155,6 @@ func freeAddress() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
-}
-
-// goTool is the go command that runs this test.
-func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
-	}
-	return "go"
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // interpreterMetrics returns the interpreter's /metrics page.
