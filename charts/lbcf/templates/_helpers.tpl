@@ -1,0 +1,221 @@
+{{/* Names ---------------------------------------------------------------------------------- */}}
+
+{{- define "lbcf.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The release-wide prefix: the release name, with the chart name unless it already has it. */}}
+{{- define "lbcf.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of one component: (dict "root" $ "component" "controller"). */}}
+{{- define "lbcf.componentName" -}}
+{{- printf "%s-%s" (include "lbcf.fullname" .root) .component | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lbcf.controller.name" -}}
+{{- include "lbcf.componentName" (dict "root" . "component" "controller") }}
+{{- end }}
+
+{{- define "lbcf.elbDriver.name" -}}
+{{- include "lbcf.componentName" (dict "root" . "component" "elb-driver") }}
+{{- end }}
+
+{{- define "lbcf.elbController.name" -}}
+{{- include "lbcf.componentName" (dict "root" . "component" "elb-controller") }}
+{{- end }}
+
+{{- define "lbcf.controller.serviceAccountName" -}}
+{{- default (include "lbcf.controller.name" .) .Values.controller.serviceAccount.name }}
+{{- end }}
+
+{{- define "lbcf.elbController.serviceAccountName" -}}
+{{- default (include "lbcf.elbController.name" .) .Values.elbController.serviceAccount.name }}
+{{- end }}
+
+{{/* Secrets holding the serving certificates (type kubernetes.io/tls, with ca.crt). */}}
+{{- define "lbcf.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "lbcf.fullname" .) }}
+{{- end }}
+
+{{- define "lbcf.elbDriverSecretName" -}}
+{{- printf "%s-elb-driver-tls" (include "lbcf.fullname" .) }}
+{{- end }}
+
+{{/* Labels ---------------------------------------------------------------------------------- */}}
+
+{{/* (dict "root" $ "component" "controller") */}}
+{{- define "lbcf.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lbcf.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "lbcf.labels" -}}
+{{ include "lbcf.selectorLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: lbcf
+{{- end }}
+
+{{/* Pods ------------------------------------------------------------------------------------ */}}
+
+{{/* (dict "root" $ "image" .Values.controller.image) */}}
+{{- define "lbcf.image" -}}
+{{- $repo := .image.repository }}
+{{- with .root.Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
+{{- printf "%s:%s" $repo (default .root.Chart.AppVersion .image.tag) }}
+{{- end }}
+
+{{- define "lbcf.imagePullSecrets" -}}
+{{- with .Values.global.imagePullSecrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Scheduling of a component's pods: (dict "root" $ "component" "controller" "values" .Values.controller).
+Without an explicit affinity, replicas prefer different nodes.
+*/}}
+{{- define "lbcf.scheduling" -}}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .values.affinity }}
+affinity:
+  {{- toYaml .values.affinity | nindent 2 }}
+{{- else if gt (int (default 1 .values.replicas)) 1 }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "lbcf.selectorLabels" . | nindent 14 }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Certificates ---------------------------------------------------------------------------- */}}
+
+{{/* DNS names of a Service: (dict "root" $ "service" "name"). */}}
+{{- define "lbcf.serviceDNSNames" -}}
+{{- $ns := .root.Release.Namespace }}
+{{- list .service (printf "%s.%s" .service $ns) (printf "%s.%s.svc" .service $ns) (printf "%s.%s.svc.%s" .service $ns .root.Values.global.clusterDomain) | toJson }}
+{{- end }}
+
+{{/*
+lbcf.selfSignedTLS computes, once per render, the self-signed CA and the serving certificates
+(webhook, and elb-driver when it serves TLS) into .Values._selfSignedTLS, as PEM strings:
+{ca, webhookCrt, webhookKey, driverCrt, driverKey}. Certificates already in the cluster are
+reused when they are complete and share one CA, so upgrades do not rotate them; anything missing
+regenerates the whole set (a CA key is never stored in the cluster).
+*/}}
+{{- define "lbcf.selfSignedTLS" -}}
+{{- if not (hasKey .Values "_selfSignedTLS") }}
+{{- $ns := .Release.Namespace }}
+{{- $needDriver := and .Values.elbDriver.enabled .Values.elbDriver.tls.enabled }}
+{{- $tls := dict }}
+{{- $wh := (lookup "v1" "Secret" $ns (include "lbcf.webhookSecretName" .)).data | default dict }}
+{{- $drv := (lookup "v1" "Secret" $ns (include "lbcf.elbDriverSecretName" .)).data | default dict }}
+{{- $whOK := and (index $wh "ca.crt") (index $wh "tls.crt") (index $wh "tls.key") }}
+{{- $drvOK := or (not $needDriver) (and (index $drv "tls.crt") (index $drv "tls.key") (eq (index $drv "ca.crt" | default "") (index $wh "ca.crt" | default "-"))) }}
+{{- if and $whOK $drvOK }}
+{{- $_ := set $tls "ca" (index $wh "ca.crt" | b64dec) }}
+{{- $_ := set $tls "webhookCrt" (index $wh "tls.crt" | b64dec) }}
+{{- $_ := set $tls "webhookKey" (index $wh "tls.key" | b64dec) }}
+{{- if $needDriver }}
+{{- $_ := set $tls "driverCrt" (index $drv "tls.crt" | b64dec) }}
+{{- $_ := set $tls "driverKey" (index $drv "tls.key" | b64dec) }}
+{{- end }}
+{{- else }}
+{{- $days := int .Values.webhook.certificates.selfSigned.validityDays }}
+{{- $ca := genCA (printf "%s-ca" (include "lbcf.fullname" .)) $days }}
+{{- $svc := include "lbcf.controller.name" . }}
+{{- $cert := genSignedCert $svc nil (include "lbcf.serviceDNSNames" (dict "root" . "service" $svc) | fromJsonArray) $days $ca }}
+{{- $_ := set $tls "ca" $ca.Cert }}
+{{- $_ := set $tls "webhookCrt" $cert.Cert }}
+{{- $_ := set $tls "webhookKey" $cert.Key }}
+{{- if $needDriver }}
+{{- $dsvc := include "lbcf.elbDriver.name" . }}
+{{- $dcert := genSignedCert $dsvc nil (include "lbcf.serviceDNSNames" (dict "root" . "service" $dsvc) | fromJsonArray) $days $ca }}
+{{- $_ := set $tls "driverCrt" $dcert.Cert }}
+{{- $_ := set $tls "driverKey" $dcert.Key }}
+{{- end }}
+{{- end }}
+{{- $_ := set .Values "_selfSignedTLS" $tls }}
+{{- end }}
+{{- end }}
+
+{{/* The caBundle of the webhook configurations (base64 PEM), empty under cert-manager. */}}
+{{- define "lbcf.webhookCABundle" -}}
+{{- if eq .Values.webhook.certificates.mode "selfSigned" }}
+{{- include "lbcf.selfSignedTLS" . }}
+{{- .Values._selfSignedTLS.ca | b64enc }}
+{{- end }}
+{{- end }}
+
+{{/* The issuer of the serving certificates under cert-manager. */}}
+{{- define "lbcf.certManagerIssuerRef" -}}
+{{- with .Values.webhook.certificates.certManager.issuerRef }}
+{{- toYaml . }}
+{{- else }}
+kind: Issuer
+name: {{ include "lbcf.fullname" . }}-ca
+group: cert-manager.io
+{{- end }}
+{{- end }}
+
+{{/* Values checks, run by every template that depends on them. */}}
+{{- define "lbcf.validate" -}}
+{{- $mode := .Values.webhook.certificates.mode }}
+{{- if not (has $mode (list "selfSigned" "certManager")) }}
+{{- fail (printf "webhook.certificates.mode must be selfSigned or certManager, not %q" $mode) }}
+{{- end }}
+{{- if and (gt (int .Values.controller.replicas) 1) (not .Values.controller.leaderElection.enabled) }}
+{{- fail "controller.leaderElection.enabled=false needs controller.replicas=1: two leaders would call every driver twice" }}
+{{- end }}
+{{- if .Values.elbDriver.enabled }}
+{{- if not (has .Values.elbDriver.backend (list "radware" "bfe")) }}
+{{- fail (printf "elbDriver.backend must be radware or bfe, not %q" .Values.elbDriver.backend) }}
+{{- end }}
+{{- if eq .Values.elbDriver.backend "radware" }}
+{{- if not .Values.elbDriver.radware.urls }}{{ fail "elbDriver.radware.urls: one or two Alteon URLs are required" }}{{ end }}
+{{- if gt (len .Values.elbDriver.radware.urls) 2 }}{{ fail "elbDriver.radware.urls: at most two Alteon units (an HA pair)" }}{{ end }}
+{{- if not .Values.elbDriver.radware.passwordSecret.name }}{{ fail "elbDriver.radware.passwordSecret.name is required" }}{{ end }}
+{{- end }}
+{{- if and (eq .Values.elbDriver.backend "bfe") (not (isAbs .Values.elbDriver.bfe.dataDir)) }}
+{{- fail "elbDriver.bfe.dataDir must be an absolute path" }}
+{{- end }}
+{{- end }}
+{{- if .Values.elbController.enabled }}
+{{- if not .Values.elbController.alteon.urls }}{{ fail "elbController.alteon.urls: one or two Alteon URLs are required" }}{{ end }}
+{{- if gt (len .Values.elbController.alteon.urls) 2 }}{{ fail "elbController.alteon.urls: at most two Alteon units (an HA pair)" }}{{ end }}
+{{- if not .Values.elbController.alteon.passwordSecret.name }}{{ fail "elbController.alteon.passwordSecret.name is required" }}{{ end }}
+{{- end }}
+{{- end }}

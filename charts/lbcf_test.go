@@ -1,0 +1,214 @@
+package charts
+
+import (
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lbfed/lbfed/lbcf/admission"
+)
+
+const lbcfChart = "lbcf"
+
+func TestLBCFLint(t *testing.T) {
+	for _, f := range valuesFiles(t, lbcfChart) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, err := helm(t, "lint", "--strict", lbcfChart, "--namespace", "kube-system", "--values", f)
+			NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
+// lbcfRendering is what the lbcf checks need to know about one rendering.
+type lbcfRendering struct {
+	*rendering
+	fullname string
+}
+
+func (r lbcfRendering) controller(t testing.TB) *appsv1.Deployment {
+	return mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-controller"))
+}
+
+func TestLBCFRender(t *testing.T) {
+	cases := map[string]struct {
+		// Secrets the values name and the user creates.
+		external []string
+		// certManager: certificates from cert-manager (else self-signed by the chart).
+		certManager bool
+		check       func(g Gomega, r lbcfRendering)
+	}{
+		"default-values.yaml": {
+			check: func(g Gomega, r lbcfRendering) {
+				g.Expect(find(r.objects, "Deployment", r.fullname+"-elb-driver")).To(BeNil())
+				g.Expect(find(r.objects, "Deployment", r.fullname+"-elb-controller")).To(BeNil())
+				d := r.controller(t)
+				g.Expect(*d.Spec.Replicas).To(BeEquivalentTo(2))
+				args := d.Spec.Template.Spec.Containers[0].Args
+				g.Expect(args).To(ContainElements("--mode=standalone", "--leader-elect=true", "--leader-elect-namespace="+r.namespace))
+				_, hasDriverCA := argValue(args, "driver-ca-file")
+				g.Expect(hasDriverCA).To(BeFalse(), "without a driver of the chart, drivers are verified with the system roots")
+				g.Expect(find(r.objects, "PodDisruptionBudget", r.fullname+"-controller")).NotTo(BeNil())
+				g.Expect(find(r.objects, "Service", r.fullname+"-controller-metrics")).NotTo(BeNil())
+			},
+		},
+		"radware-values.yaml": {
+			external: []string{"lbcf-driver-client", "alteon-admin", "alteon-ca"},
+			check: func(g Gomega, r lbcfRendering) {
+				d := r.controller(t)
+				c := d.Spec.Template.Spec.Containers[0]
+				g.Expect(c.Image).To(Equal("registry.example.com/lbfed/lbcf-controller:0.1.0"))
+				g.Expect(d.Spec.Template.Spec.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "regcred"}))
+				g.Expect(c.Args).To(ContainElements("--driver-ca-file=/etc/lbcf/tls/ca.crt", "--driver-client-cert=/etc/lbcf/driver-client/tls.crt", "--backendrecord-workers=128", "--v=2"))
+
+				drv := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-driver"))
+				g.Expect(*drv.Spec.Replicas).To(BeEquivalentTo(1))
+				g.Expect(drv.Spec.Strategy.Type).To(Equal(appsv1.RecreateDeploymentStrategyType))
+				g.Expect(*drv.Spec.Template.Spec.AutomountServiceAccountToken).To(BeFalse())
+				g.Expect(drv.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--backend=radware", "--path-prefix=/radware", "--alteon-urls=https://alteon-a.example.com,https://alteon-b.example.com",
+					"--alteon-password-file=/etc/alteon/password/password", "--alteon-ca-file=/etc/alteon/ca/ca.crt",
+					"--radware-owner=lbfed-prod", "--tls-cert-file=/etc/elb-driver/tls/tls.crt"))
+				// lbcf-controller trusts the CA that signed the driver's certificate.
+				tls := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-webhook-tls"))
+				dtls := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-elb-driver-tls"))
+				g.Expect(verifyServing(tls.Data["ca.crt"], dtls.Data["tls.crt"], r.fullname+"-elb-driver."+r.namespace+".svc")).To(Succeed())
+				svc := mustTyped[corev1.Service](t, find(r.objects, "Service", r.fullname+"-elb-driver"))
+				g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(443))
+
+				ec := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-controller"))
+				g.Expect(ec.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--leader-elect=true", "--leader-election-namespace="+r.namespace, "--cluster-name=prod-1",
+					"--load-balancer-class=lb.zdns.cn/alteon", "--alteon-password-file=/etc/alteon/password/elb",
+					"--alteon-insecure-skip-verify", "--alteon-sync=auto"))
+				g.Expect(find(r.objects, "ClusterRole", r.fullname+"-elb-controller")).NotTo(BeNil())
+			},
+		},
+		"bfe-values.yaml": {
+			check: func(g Gomega, r lbcfRendering) {
+				d := r.controller(t)
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--leader-elect=false", "--dry-run"))
+				g.Expect(d.Spec.Template.Spec.Affinity).To(BeNil(), "one replica needs no anti-affinity")
+				g.Expect(find(r.objects, "Role", r.fullname+"-controller-leader-election")).To(BeNil())
+				g.Expect(find(r.objects, "PodDisruptionBudget", r.fullname+"-controller")).To(BeNil())
+				drv := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-driver"))
+				spec := drv.Spec.Template.Spec
+				g.Expect(spec.Containers).To(HaveLen(2))
+				g.Expect(spec.Containers[0].Args).To(ContainElements("--backend=bfe", "--bfe-data-dir=/var/lib/bfe-lbfed"))
+				g.Expect(spec.Containers[0].Args).NotTo(ContainElement(HavePrefix("--tls-")))
+				g.Expect(spec.Volumes).To(ContainElement(HaveField("VolumeSource.PersistentVolumeClaim.ClaimName", "bfe-config")))
+				g.Expect(find(r.objects, "Secret", r.fullname+"-elb-driver-tls")).To(BeNil())
+				svc := mustTyped[corev1.Service](t, find(r.objects, "Service", r.fullname+"-elb-driver"))
+				g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(80))
+				_, hasDriverCA := argValue(d.Spec.Template.Spec.Containers[0].Args, "driver-ca-file")
+				g.Expect(hasDriverCA).To(BeFalse(), "a plain-HTTP driver needs no CA")
+			},
+		},
+		"certmanager-values.yaml": {
+			external:    []string{"alteon-admin"},
+			certManager: true,
+			check: func(g Gomega, r lbcfRendering) {
+				issuer := find(r.objects, "Issuer", r.fullname+"-ca")
+				g.Expect(issuer).NotTo(BeNil())
+				ca := find(r.objects, "Certificate", r.fullname+"-ca")
+				g.Expect(ca).NotTo(BeNil())
+				g.Expect(ca.Object["spec"]).To(HaveKeyWithValue("isCA", true))
+				for _, name := range []string{r.fullname + "-webhook", r.fullname + "-elb-driver"} {
+					crt := find(r.objects, "Certificate", name)
+					g.Expect(crt).NotTo(BeNil())
+					g.Expect(nestedString(crt, "spec", "issuerRef", "name")).To(Equal(r.fullname + "-ca"))
+				}
+				g.Expect(find(r.objects, "Secret", r.fullname+"-webhook-tls")).To(BeNil(), "cert-manager writes the Secret")
+			},
+		},
+		"certmanager-issuer-values.yaml": {
+			external:    []string{"corp-driver-ca"},
+			certManager: true,
+			check: func(g Gomega, r lbcfRendering) {
+				g.Expect(ofKind(r.objects, "Issuer")).To(BeEmpty())
+				crt := find(r.objects, "Certificate", r.fullname+"-webhook")
+				ref, _, _ := unstructured.NestedStringMap(crt.Object, "spec", "issuerRef")
+				g.Expect(ref).To(Equal(map[string]string{"kind": "ClusterIssuer", "name": "corp-ca", "group": "cert-manager.io"}))
+				g.Expect(r.controller(t).Spec.Template.Spec.Containers[0].Args).To(ContainElement("--driver-ca-file=/etc/lbcf/driver-ca/ca.crt"))
+			},
+		},
+	}
+	for _, f := range valuesFiles(t, lbcfChart) {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			tc, ok := cases[name]
+			if !ok {
+				t.Fatalf("no test case for %s: add one", f)
+			}
+			g := NewWithT(t)
+			rr, err := render(t, lbcfChart, "lbcf", "kube-system", f)
+			g.Expect(err).NotTo(HaveOccurred())
+			r := lbcfRendering{rendering: rr, fullname: "lbcf"}
+			g.Expect(checkObjects(r.objects, externalRefs{secrets: tc.external})).To(BeEmpty())
+			checkLBCFWebhooks(t, g, r, tc.certManager)
+			tc.check(g, r)
+		})
+	}
+}
+
+// checkLBCFWebhooks compares the rendered webhook configurations with the ones lbcf-controller's
+// code registers, and the certificate wiring behind them.
+func checkLBCFWebhooks(t *testing.T, g Gomega, r lbcfRendering, certManager bool) {
+	d := r.controller(t)
+	var tlsSecret string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "webhook-tls" {
+			tlsSecret = v.Secret.SecretName
+		}
+	}
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--cert-dir=/etc/lbcf/tls"))
+	var caPEM []byte
+	if !certManager {
+		s := mustTyped[corev1.Secret](t, find(r.objects, "Secret", tlsSecret))
+		caPEM = s.Data["ca.crt"]
+		g.Expect(verifyServing(caPEM, s.Data["tls.crt"], r.fullname+"-controller."+r.namespace+".svc")).To(Succeed())
+	}
+	wantM, wantV := admission.Configurations(r.fullname, admission.ServiceClientConfig(r.namespace, r.fullname+"-controller", 443, caPEM))
+	m := mustTyped[admissionregistrationv1.MutatingWebhookConfiguration](t, find(r.objects, "MutatingWebhookConfiguration", r.fullname))
+	v := mustTyped[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(r.objects, "ValidatingWebhookConfiguration", r.fullname))
+	g.Expect(m.Webhooks).To(Equal(wantM.Webhooks))
+	g.Expect(v.Webhooks).To(Equal(wantV.Webhooks))
+	for _, annotations := range []map[string]string{m.Annotations, v.Annotations} {
+		if !certManager {
+			g.Expect(annotations).NotTo(HaveKey("cert-manager.io/inject-ca-from"))
+			continue
+		}
+		g.Expect(annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", r.namespace+"/"+r.fullname+"-webhook"))
+		crt := find(r.objects, "Certificate", r.fullname+"-webhook")
+		g.Expect(crt).NotTo(BeNil())
+		g.Expect(nestedString(crt, "spec", "secretName")).To(Equal(tlsSecret))
+		g.Expect(nestedStrings(crt, "spec", "dnsNames")).To(ContainElement(r.fullname + "-controller." + r.namespace + ".svc"))
+	}
+}
+
+// TestLBCFRejectsBadValues: values that cannot work fail the rendering with a message saying why.
+func TestLBCFRejectsBadValues(t *testing.T) {
+	cases := map[string]struct {
+		set  []string
+		want string
+	}{
+		"unknown certificate mode":      {[]string{"webhook.certificates.mode=vault"}, "must be selfSigned or certManager"},
+		"two leaders":                   {[]string{"controller.leaderElection.enabled=false"}, "two leaders would call every driver twice"},
+		"driver without Alteon":         {[]string{"elbDriver.enabled=true"}, "elbDriver.radware.urls"},
+		"three Alteon units":            {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={a,b,c}", "elbDriver.radware.passwordSecret.name=p"}, "at most two"},
+		"driver without password":       {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={a}"}, "passwordSecret.name is required"},
+		"unknown backend":               {[]string{"elbDriver.enabled=true", "elbDriver.backend=f5"}, "radware or bfe"},
+		"relative BFE directory":        {[]string{"elbDriver.enabled=true", "elbDriver.backend=bfe", "elbDriver.bfe.dataDir=bfe"}, "absolute path"},
+		"elb-controller without Alteon": {[]string{"elbController.enabled=true"}, "elbController.alteon.urls"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, lbcfChart, "lbcf", "kube-system", "", tc.set...)
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
