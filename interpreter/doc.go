@@ -45,6 +45,22 @@
 //     (members that run full LBCF need them). LoadBalancer → its LoadBalancerDriver. Names
 //     starting with "lbcf-" live in kube-system.
 //
+// Both implementations read objects the way Karmada's Lua conversion presents them: keys are
+// case-sensitive, the last of duplicate keys wins, a count is any whole number, and a value of an
+// unexpected type counts as unset. FuzzLuaParity holds the two to the same answers on arbitrary
+// objects.
+//
+// # Serving
+//
+// Server answers over HTTPS only (Karmada calls https URLs) at /interpret, with /healthz,
+// /readyz (serving, with a currently valid certificate) and /metrics on the same port. It decodes
+// requests itself, in one strict pass (DecodeRequest), up to 32 MiB by default (Karmada's own
+// helper stops at 1 MiB and then answers without the uid); AggregateStatus requests carry every
+// member's candidates, of which only the counts are read. Certificates come from a folder
+// (FileCertificates, reloaded when the files change) or, for local use, from a CA made at start-up
+// (NewSelfSigned, BootstrapSelfSigned). WebhookConfiguration generates the registration;
+// cmd/lbfed-controller wires everything behind its --interpreter-* flags.
+//
 // Objects the interpreter does not understand (another kind, another version, fields of an
 // unexpected type) get a safe no-op answer equivalent to Karmada's behaviour without a hook, and
 // a log line; the interpreter never fails Retain or AggregateStatus, because a failing Retain stops

@@ -261,7 +261,10 @@ func (s *Server) serveInterpret(w http.ResponseWriter, r *http.Request) {
 	}
 	decoded, err := DecodeRequest(body)
 	if err != nil {
-		uid := peekUID(body)
+		var uid types.UID
+		if decoded != nil { // what was read before the error
+			uid = decoded.UID
+		}
 		s.log.Error(err, "Cannot decode interpreter request", "uid", uid)
 		s.writeResponse(w, uid, webhook.Errored(http.StatusBadRequest, err))
 		s.metrics.observe("", "", outcomeBadRequest, len(body), start)
