@@ -15,12 +15,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	configv1alpha1 "github.com/karmada-io/karmada/pkg/apis/config/v1alpha1"
@@ -84,9 +86,31 @@ func defaultHelmPath() (string, error) {
 	return filepath.Join(cache, "tools", "helm-"+string(m[1])), nil
 }
 
+// readChartFiles reads every file of both charts once per test process: helm reads them in a
+// child process, which go test's result cache does not see, so without this a changed template
+// would be answered with a cached result.
+var readChartFiles = sync.OnceValue(func() error {
+	for _, chart := range []string{lbcfChart, lbfedChart} {
+		err := filepath.WalkDir(chart, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			_, err = os.ReadFile(path)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+})
+
 // helm runs helm with args from this folder and returns its standard output.
 func helm(t testing.TB, args ...string) (string, error) {
 	t.Helper()
+	if err := readChartFiles(); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(helmBinary(t), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -1,0 +1,256 @@
+{{/* Names ---------------------------------------------------------------------------------- */}}
+
+{{- define "lbfed.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lbfed.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* lbfed-controller in the host cluster (Deployment, Service, ServiceAccount). */}}
+{{- define "lbfed.controller.name" -}}
+{{- printf "%s-controller" (include "lbfed.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lbfed.interpreterSecretName" -}}
+{{- if eq .Values.certificates.mode "existingSecret" }}
+{{- .Values.certificates.existingSecret }}
+{{- else }}
+{{- printf "%s-interpreter-tls" (include "lbfed.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Cluster-scoped objects in karmada-apiserver and the members. */}}
+{{- define "lbfed.clusterObjectName" -}}
+{{- include "lbfed.fullname" . }}
+{{- end }}
+
+{{/* Member objects: namespaced ones are called member.name; cluster-scoped ones carry the prefix. */}}
+{{- define "lbfed.member.clusterName" -}}
+{{- printf "%s-%s" (include "lbfed.fullname" .) .Values.member.name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "lbfed.member.secretName" -}}
+{{- printf "%s-webhook-tls" .Values.member.name }}
+{{- end }}
+
+{{/* The member certificate's copy in the host cluster (karmada.apply=job), kept for upgrades. */}}
+{{- define "lbfed.member.hostSecretName" -}}
+{{- printf "%s-member-webhook-tls" (include "lbfed.fullname" .) }}
+{{- end }}
+
+{{- define "lbfed.karmadaManifestsName" -}}
+{{- printf "%s-karmada-manifests" (include "lbfed.fullname" .) }}
+{{- end }}
+
+{{/* Labels ---------------------------------------------------------------------------------- */}}
+
+{{/* (dict "root" $ "component" "controller") */}}
+{{- define "lbfed.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lbfed.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* (dict "root" $ "component" "controller" "target" "karmada-apiserver"); target defaults to host-cluster. */}}
+{{- define "lbfed.labels" -}}
+{{ include "lbfed.selectorLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: lbfed
+lbfed.io/target: {{ .target | default "host-cluster" }}
+{{- end }}
+
+{{/* Pods ------------------------------------------------------------------------------------ */}}
+
+{{/* (dict "root" $ "image" .Values.controller.image) */}}
+{{- define "lbfed.image" -}}
+{{- $repo := .image.repository }}
+{{- with .root.Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
+{{- printf "%s:%s" $repo (default .root.Chart.AppVersion .image.tag) }}
+{{- end }}
+
+{{- define "lbfed.imagePullSecrets" -}}
+{{- with .Values.global.imagePullSecrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* (dict "root" $ "component" "controller" "values" .Values.controller) */}}
+{{- define "lbfed.scheduling" -}}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .values.affinity }}
+affinity:
+  {{- toYaml .values.affinity | nindent 2 }}
+{{- else if gt (int (default 1 .values.replicas)) 1 }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "lbfed.selectorLabels" . | nindent 14 }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Certificates ---------------------------------------------------------------------------- */}}
+
+{{/* DNS names of a Service: (dict "root" $ "service" "name" "namespace" "ns" "extra" list). */}}
+{{- define "lbfed.serviceDNSNames" -}}
+{{- $s := .service }}
+{{- $ns := .namespace }}
+{{- concat (list $s (printf "%s.%s" $s $ns) (printf "%s.%s.svc" $s $ns) (printf "%s.%s.svc.%s" $s $ns .root.Values.global.clusterDomain)) (.extra | default list) | toJson }}
+{{- end }}
+
+{{/*
+Reads a kubernetes.io/tls Secret (namespace, name) for reuse: its PEM strings {ca, crt, key}, or
+an empty dict when it is missing or incomplete (always under `helm template`).
+*/}}
+{{- define "lbfed.lookupTLS" -}}
+{{- $data := (lookup "v1" "Secret" .namespace .name).data | default dict }}
+{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
+{{- dict "ca" (index $data "ca.crt" | b64dec) "crt" (index $data "tls.crt" | b64dec) "key" (index $data "tls.key" | b64dec) | toJson }}
+{{- else }}
+{{- dict | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
+lbfed.tls computes, once per render, the self-signed certificates into .Values._tls:
+  interpreter: {ca, crt, key}  (certificates.mode=selfSigned)
+  member:      {ca, crt, key}  (member.enabled)
+Each reuses the Secret already in the cluster, so upgrades do not rotate certificates; a new one
+gets its own CA (a CA key is never stored).
+*/}}
+{{- define "lbfed.tls" -}}
+{{- if not (hasKey .Values "_tls") }}
+{{- $tls := dict }}
+{{- if eq .Values.certificates.mode "selfSigned" }}
+{{- $cur := include "lbfed.lookupTLS" (dict "namespace" .Release.Namespace "name" (include "lbfed.interpreterSecretName" .)) | fromJson }}
+{{- if not $cur }}
+{{- $days := int .Values.certificates.selfSigned.validityDays }}
+{{- $ca := genCA (printf "%s-interpreter-ca" (include "lbfed.fullname" .)) $days }}
+{{- $svc := include "lbfed.controller.name" . }}
+{{- $i := .Values.controller.interpreter }}
+{{- $dns := include "lbfed.serviceDNSNames" (dict "root" . "service" $svc "namespace" .Release.Namespace "extra" $i.extraDNSNames) | fromJsonArray }}
+{{- $cert := genSignedCert $svc $i.extraIPs $dns $days $ca }}
+{{- $cur = dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key }}
+{{- end }}
+{{- $_ := set $tls "interpreter" $cur }}
+{{- end }}
+{{- if .Values.member.enabled }}
+{{- $m := .Values.member }}
+{{- $where := dict "namespace" .Release.Namespace "name" (include "lbfed.member.hostSecretName" .) }}
+{{- if eq .Values.karmada.apply "manifests" }}
+{{- $where = dict "namespace" $m.namespace "name" (include "lbfed.member.secretName" .) }}
+{{- end }}
+{{- $cur := include "lbfed.lookupTLS" $where | fromJson }}
+{{- if not $cur }}
+{{- $days := int $m.webhook.validityDays }}
+{{- $ca := genCA (printf "%s-member-ca" (include "lbfed.fullname" .)) $days }}
+{{- $dns := include "lbfed.serviceDNSNames" (dict "root" . "service" $m.name "namespace" $m.namespace "extra" $m.webhook.extraDNSNames) | fromJsonArray }}
+{{- $cert := genSignedCert $m.name $m.webhook.extraIPs $dns $days $ca }}
+{{- $cur = dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key }}
+{{- end }}
+{{- $_ := set $tls "member" $cur }}
+{{- end }}
+{{- $_ := set .Values "_tls" $tls }}
+{{- end }}
+{{- end }}
+
+{{/* PEM of the CA that signed the interpreter's serving certificate. */}}
+{{- define "lbfed.interpreterCA" -}}
+{{- if eq .Values.certificates.mode "selfSigned" }}
+{{- include "lbfed.tls" . }}
+{{- .Values._tls.interpreter.ca }}
+{{- else }}
+{{- .Values.certificates.caBundle }}
+{{- end }}
+{{- end }}
+
+{{/* The URL Karmada calls. */}}
+{{- define "lbfed.interpreterURL" -}}
+{{- with .Values.controller.interpreter.url }}
+{{- . }}
+{{- else }}
+{{- printf "https://%s.%s.svc:443/interpret" (include "lbfed.controller.name" .) .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* Checks ---------------------------------------------------------------------------------- */}}
+
+{{- define "lbfed.validate" -}}
+{{- $v := .Values }}
+{{- if not (has $v.karmada.apply (list "job" "manifests")) }}
+{{- fail (printf "karmada.apply must be job or manifests, not %q" $v.karmada.apply) }}
+{{- end }}
+{{- if not (has $v.certificates.mode (list "selfSigned" "certManager" "existingSecret")) }}
+{{- fail (printf "certificates.mode must be selfSigned, certManager or existingSecret, not %q" $v.certificates.mode) }}
+{{- end }}
+{{- if ne $v.certificates.mode "selfSigned" }}
+{{- if not (contains "-----BEGIN CERTIFICATE-----" $v.certificates.caBundle) }}
+{{- fail (printf "certificates.caBundle (PEM) is required with certificates.mode=%s: Karmada needs the CA in the ResourceInterpreterWebhookConfiguration" $v.certificates.mode) }}
+{{- end }}
+{{- end }}
+{{- if and (eq $v.certificates.mode "certManager") (not $v.certificates.certManager.issuerRef) }}
+{{- fail "certificates.certManager.issuerRef is required: a CA issuer whose CA is certificates.caBundle" }}
+{{- end }}
+{{- if and (eq $v.certificates.mode "existingSecret") (not $v.certificates.existingSecret) }}
+{{- fail "certificates.existingSecret is required with certificates.mode=existingSecret" }}
+{{- end }}
+{{- if and (eq $v.certificates.mode "selfSigned") (not $v.controller.enabled) }}
+{{- fail "certificates.mode=selfSigned needs controller.enabled: with lbfed-controller elsewhere, give its CA as certificates.caBundle (mode existingSecret)" }}
+{{- end }}
+{{- if and (eq $v.karmada.apply "job") (not $v.controller.enabled) }}
+{{- fail "karmada.apply=job installs into the host cluster and needs controller.enabled; use karmada.apply=manifests to install into karmada-apiserver alone" }}
+{{- end }}
+{{- $t := int $v.controller.interpreter.timeoutSeconds }}
+{{- if or (lt $t 1) (gt $t 30) }}
+{{- fail "controller.interpreter.timeoutSeconds must be within 1..30 (Karmada's limit)" }}
+{{- end }}
+{{- with $v.controller.interpreter.url }}
+{{- if not (hasPrefix "https://" .) }}{{ fail "controller.interpreter.url must be https (Karmada calls interpreters over TLS only)" }}{{ end }}
+{{- end }}
+{{- if $v.member.enabled }}
+{{- if regexMatch "^(kube-|karmada-)" $v.member.namespace }}
+{{- fail (printf "member.namespace %q: Karmada does not propagate kube-* and karmada-* namespaces" $v.member.namespace) }}
+{{- end }}
+{{- if not (has $v.member.conflictResolution (list "Abort" "Overwrite")) }}
+{{- fail "member.conflictResolution must be Abort or Overwrite" }}
+{{- end }}
+{{- if and (gt (int $v.member.replicas) 1) (not $v.member.leaderElection.enabled) }}
+{{- fail "member.leaderElection.enabled=false needs member.replicas=1" }}
+{{- end }}
+{{- range $cluster, $url := $v.member.webhook.clusterURLs }}
+{{- if not (hasPrefix "https://" $url) }}{{ fail (printf "member.webhook.clusterURLs.%s must be https" $cluster) }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}

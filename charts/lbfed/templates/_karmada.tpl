@@ -1,0 +1,572 @@
+{{/*
+Objects for karmada-apiserver, as multi-document YAML. templates/karmada.yaml renders them as
+documents (karmada.apply=manifests) or packs them into a Secret that the apply Jobs use
+(karmada.apply=job):
+  lbfed.karmada.crds         the LBCF CRDs (files/crds, copied from lbcf/api/crd by make)
+  lbfed.karmada.objects      RBAC for lbfed-controller, the member components and their policies
+  lbfed.karmada.interpreter  the ResourceInterpreterWebhookConfiguration (applied last, deleted first,
+                             so Karmada never calls an interpreter that is not there yet or any more)
+*/}}
+
+{{- define "lbfed.karmada.crds" -}}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "crds" "target" "karmada-apiserver") | fromYaml }}
+{{- range $path, $_ := .Files.Glob "files/crds/*.yaml" }}
+{{- $crd := $.Files.Get $path | fromYaml }}
+{{- $_ := set $crd.metadata "labels" (merge (dict) ($crd.metadata.labels | default dict) $labels) }}
+---
+{{ toYaml $crd }}
+{{- end }}
+{{- end }}
+
+{{- define "lbfed.karmada.interpreter" -}}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "interpreter" "target" "karmada-apiserver") }}
+---
+# Karmada calls lbfed-controller for these operations on LoadBalancer and BackendGroup (the
+# same rules as interpreter.WebhookConfiguration in the code; the chart test compares them).
+apiVersion: config.karmada.io/v1alpha1
+kind: ResourceInterpreterWebhookConfiguration
+metadata:
+  name: {{ include "lbfed.clusterObjectName" . }}-interpreter
+  labels:
+    {{- $labels | nindent 4 }}
+webhooks:
+  - name: interpreter.lbfed.io
+    clientConfig:
+      url: {{ include "lbfed.interpreterURL" . }}
+      caBundle: {{ include "lbfed.interpreterCA" . | b64enc }}
+    rules:
+      - operations: [InterpretStatus, InterpretHealth, AggregateStatus, Retain, InterpretDependency]
+        apiGroups: [lbcf.tkestack.io]
+        apiVersions: [v1beta1]
+        kinds: [BackendGroup]
+      - operations: [InterpretStatus, InterpretHealth, InterpretDependency]
+        apiGroups: [lbcf.tkestack.io]
+        apiVersions: [v1beta1]
+        kinds: [LoadBalancer]
+    timeoutSeconds: {{ .Values.controller.interpreter.timeoutSeconds }}
+    interpreterContextVersions: [v1alpha1]
+{{- end }}
+
+{{- define "lbfed.karmada.objects" -}}
+{{- if .Values.karmada.rbac.create }}
+{{- include "lbfed.karmada.controllerRBAC" . }}
+{{- end }}
+{{- if .Values.member.enabled }}
+{{- include "lbfed.karmada.member" . }}
+{{- end }}
+{{- end }}
+
+{{/* What lbfed-controller does in karmada-apiserver: the LBCF kinds (templates and the
+BackendRecords of the federation), the ResourceBindings carrying the members' reports, the
+Clusters' readiness, the Services of service backends, events and its lease. */}}
+{{- define "lbfed.karmada.controllerRBAC" -}}
+{{- $r := .Values.karmada.rbac }}
+{{- $ns := .Values.karmada.namespace }}
+{{- $name := include "lbfed.controller.name" . }}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "controller" "target" "karmada-apiserver") }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $r.serviceAccountName }}
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- $labels | nindent 4 }}
+rules:
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [loadbalancerdrivers, loadbalancers, backendgroups, backendrecords]
+    verbs: [get, list, watch, create, update, patch, delete]
+  - apiGroups: [lbcf.tkestack.io]
+    resources:
+      - loadbalancerdrivers/status
+      - loadbalancers/status
+      - backendgroups/status
+      - backendrecords/status
+    verbs: [get, update, patch]
+  - apiGroups: [work.karmada.io]
+    resources: [resourcebindings]
+    verbs: [get, list, watch]
+  - apiGroups: [cluster.karmada.io]
+    resources: [clusters]
+    verbs: [get, list, watch]
+  - apiGroups: [""]
+    resources: [services]
+    verbs: [get, list, watch]
+  - apiGroups: [""]
+    resources: [events]
+    verbs: [create, patch]
+  - apiGroups: [events.k8s.io]
+    resources: [events]
+    verbs: [create, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- $labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $r.serviceAccountName }}
+    namespace: {{ $ns }}
+  {{- with $r.extraSubjects }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}-leader-election
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+rules:
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases]
+    verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}-leader-election
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}-leader-election
+subjects:
+  - kind: ServiceAccount
+    name: {{ $r.serviceAccountName }}
+    namespace: {{ $ns }}
+  {{- with $r.extraSubjects }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+
+{{/*
+The member webhooks of one kind, as lbcf/admission.Configurations registers them:
+(dict "root" $ "kind" "mutating"|"validating" "base" "https://host:port" or "").
+An empty base reaches the member Service.
+*/}}
+{{- define "lbfed.member.webhooks" -}}
+{{- $m := .root.Values.member }}
+{{- include "lbfed.tls" .root }}
+{{- $caBundle := .root.Values._tls.member.ca | b64enc }}
+{{- $hooks := dict
+  "mutating" (list
+    (list "mutate-driver" "/mutate-load-balancer-driver" "loadbalancerdrivers" (list "CREATE"))
+    (list "mutate-lb" "/mutate-load-balancer" "loadbalancers" (list "CREATE"))
+    (list "mutate-bg" "/mutate-backend-group" "backendgroups" (list "CREATE" "UPDATE")))
+  "validating" (list
+    (list "validate-driver" "/validate-load-balancer-driver" "loadbalancerdrivers" (list "CREATE" "UPDATE" "DELETE"))
+    (list "validate-lb" "/validate-load-balancer" "loadbalancers" (list "CREATE" "UPDATE" "DELETE"))
+    (list "validate-bg" "/validate-backend-group" "backendgroups" (list "CREATE" "UPDATE" "DELETE"))) }}
+{{- range $h := index $hooks .kind }}
+- name: {{ index $h 0 }}.lbcf.tkestack.io
+  clientConfig:
+    {{- if $.base }}
+    url: {{ printf "%s%s" (trimSuffix "/" $.base) (index $h 1) }}
+    {{- else }}
+    service:
+      namespace: {{ $m.namespace }}
+      name: {{ $m.name }}
+      path: {{ index $h 1 }}
+      port: 443
+    {{- end }}
+    caBundle: {{ $caBundle }}
+  rules:
+    - operations: {{ index $h 3 | toJson }}
+      apiGroups: [lbcf.tkestack.io]
+      apiVersions: [v1beta1]
+      resources: [{{ index $h 2 }}]
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 15
+{{- end }}
+{{- end }}
+
+{{/* lbcf-controller --mode=member and everything it needs, as templates in karmada-apiserver. */}}
+{{- define "lbfed.karmada.member" -}}
+{{- $m := .Values.member }}
+{{- $ns := $m.namespace }}
+{{- $sel := dict "root" . "component" "member" }}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "member" "target" "karmada-apiserver") }}
+{{- $cluster := include "lbfed.member.clusterName" . }}
+{{- include "lbfed.tls" . }}
+{{- $tls := .Values._tls.member }}
+{{- if $m.createNamespace }}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+{{- end }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $m.name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+---
+# A member reads the backends and the LBCF kinds and writes BackendGroup status only; drivers are
+# called from the control plane.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $cluster }}
+  labels:
+    {{- $labels | nindent 4 }}
+rules:
+  - apiGroups: [""]
+    resources: [pods, services, nodes]
+    verbs: [get, list, watch]
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [loadbalancerdrivers, loadbalancers, backendgroups, backendrecords]
+    verbs: [get, list, watch]
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [backendgroups/status]
+    verbs: [get, update, patch]
+  - apiGroups: [""]
+    resources: [events]
+    verbs: [create, patch]
+  - apiGroups: [events.k8s.io]
+    resources: [events]
+    verbs: [create, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $cluster }}
+  labels:
+    {{- $labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $cluster }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $m.name }}
+    namespace: {{ $ns }}
+{{- if $m.leaderElection.enabled }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $m.name }}-leader-election
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+rules:
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases]
+    verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $m.name }}-leader-election
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $m.name }}-leader-election
+subjects:
+  - kind: ServiceAccount
+    name: {{ $m.name }}
+    namespace: {{ $ns }}
+{{- end }}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ include "lbfed.member.secretName" . }}
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+type: kubernetes.io/tls
+data:
+  ca.crt: {{ $tls.ca | b64enc }}
+  tls.crt: {{ $tls.crt | b64enc }}
+  tls.key: {{ $tls.key | b64enc }}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ $m.name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+spec:
+  replicas: {{ $m.replicas }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "lbfed.selectorLabels" $sel | nindent 6 }}
+  template:
+    metadata:
+      labels:
+        {{- $labels | nindent 8 }}
+        {{- with $m.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      annotations:
+        checksum/webhook-tls: {{ $tls.crt | sha256sum }}
+        {{- with $m.podAnnotations }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+    spec:
+      serviceAccountName: {{ $m.name }}
+      {{- with (include "lbfed.imagePullSecrets" . | trim) }}{{ . | nindent 6 }}{{ end }}
+      securityContext:
+        {{- toYaml $m.podSecurityContext | nindent 8 }}
+      {{- with (include "lbfed.scheduling" (dict "root" . "component" "member" "values" $m) | trim) }}{{ . | nindent 6 }}{{ end }}
+      containers:
+        - name: lbcf-controller
+          image: {{ include "lbfed.image" (dict "root" . "image" $m.image) }}
+          imagePullPolicy: {{ $m.image.pullPolicy }}
+          args:
+            - --mode=member
+            - --leader-elect={{ $m.leaderElection.enabled }}
+            - --leader-elect-namespace={{ $ns }}
+            - --webhook-port={{ $m.ports.webhook }}
+            - --cert-dir=/etc/lbcf/tls
+            - --metrics-bind-address=:{{ $m.ports.metrics }}
+            - --health-probe-bind-address=:{{ $m.ports.probes }}
+            - --client-qps={{ $m.clientQPS }}
+            - --client-burst={{ $m.clientBurst }}
+            {{- if $m.candidatesBudgetBytes }}
+            - --candidates-budget-bytes={{ int $m.candidatesBudgetBytes }}
+            {{- end }}
+            - --v={{ $m.logVerbosity }}
+            {{- with $m.extraArgs }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- with $m.extraEnv }}
+          env:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          ports:
+            - name: webhook
+              containerPort: {{ $m.ports.webhook }}
+              protocol: TCP
+            - name: metrics
+              containerPort: {{ $m.ports.metrics }}
+              protocol: TCP
+            - name: probes
+              containerPort: {{ $m.ports.probes }}
+              protocol: TCP
+          livenessProbe:
+            {{- toYaml $m.livenessProbe | nindent 12 }}
+          readinessProbe:
+            {{- toYaml $m.readinessProbe | nindent 12 }}
+          resources:
+            {{- toYaml $m.resources | nindent 12 }}
+          securityContext:
+            {{- toYaml $m.securityContext | nindent 12 }}
+          volumeMounts:
+            - name: webhook-tls
+              mountPath: /etc/lbcf/tls
+              readOnly: true
+      volumes:
+        - name: webhook-tls
+          secret:
+            secretName: {{ include "lbfed.member.secretName" . }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $m.name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "lbfed.selectorLabels" $sel | nindent 4 }}
+  ports:
+    - name: webhook
+      port: 443
+      targetPort: webhook
+      protocol: TCP
+{{- if $m.metricsService.enabled }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ $m.name }}-metrics
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+  {{- with $m.metricsService.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "lbfed.selectorLabels" $sel | nindent 4 }}
+  ports:
+    - name: metrics
+      port: {{ $m.ports.metrics }}
+      targetPort: metrics
+      protocol: TCP
+{{- end }}
+{{- if $m.podDisruptionBudget.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ $m.name }}
+  namespace: {{ $ns }}
+  labels:
+    {{- $labels | nindent 4 }}
+spec:
+  maxUnavailable: {{ $m.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "lbfed.selectorLabels" $sel | nindent 6 }}
+{{- end }}
+{{- range $kind := list "Mutating" "Validating" }}
+---
+# No webhooks here: karmada-apiserver would enforce them on its own LBCF objects and call a
+# Service that has no endpoints there. ClusterOverridePolicy {{ $cluster }}-{{ lower $kind }} adds
+# them to the copy each member receives.
+apiVersion: admissionregistration.k8s.io/v1
+kind: {{ $kind }}WebhookConfiguration
+metadata:
+  name: {{ $cluster }}
+  labels:
+    {{- $labels | nindent 4 }}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterOverridePolicy
+metadata:
+  name: {{ $cluster }}-{{ lower $kind }}
+  labels:
+    {{- $labels | nindent 4 }}
+spec:
+  resourceSelectors:
+    - apiVersion: admissionregistration.k8s.io/v1
+      kind: {{ $kind }}WebhookConfiguration
+      name: {{ $cluster }}
+  overrideRules:
+    {{- range $name, $url := $m.webhook.clusterURLs }}
+    - targetCluster:
+        clusterNames: [{{ $name }}]
+      overriders:
+        plaintext:
+          - path: /webhooks
+            operator: add
+            value:
+              {{- include "lbfed.member.webhooks" (dict "root" $ "kind" (lower $kind) "base" $url) | trim | nindent 14 }}
+    {{- end }}
+    - overriders:
+        plaintext:
+          - path: /webhooks
+            operator: add
+            value:
+              {{- include "lbfed.member.webhooks" (dict "root" $ "kind" (lower $kind) "base" "") | trim | nindent 14 }}
+      {{- with keys $m.webhook.clusterURLs | sortAlpha }}
+      targetCluster:
+        exclude: {{ toJson . }}
+      {{- end }}
+{{- end }}
+---
+# The CRDs and the member components go to every selected member cluster (the namespace follows
+# through Karmada's namespace sync).
+apiVersion: policy.karmada.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata:
+  name: {{ $cluster }}
+  labels:
+    {{- $labels | nindent 4 }}
+spec:
+  conflictResolution: {{ $m.conflictResolution }}
+  resourceSelectors:
+    {{- range $path, $_ := .Files.Glob "files/crds/*.yaml" }}
+    - apiVersion: apiextensions.k8s.io/v1
+      kind: CustomResourceDefinition
+      name: {{ ($.Files.Get $path | fromYaml).metadata.name }}
+    {{- end }}
+    - apiVersion: v1
+      kind: ServiceAccount
+      namespace: {{ $ns }}
+      name: {{ $m.name }}
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRole
+      name: {{ $cluster }}
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRoleBinding
+      name: {{ $cluster }}
+    {{- if $m.leaderElection.enabled }}
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: Role
+      namespace: {{ $ns }}
+      name: {{ $m.name }}-leader-election
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: RoleBinding
+      namespace: {{ $ns }}
+      name: {{ $m.name }}-leader-election
+    {{- end }}
+    - apiVersion: v1
+      kind: Secret
+      namespace: {{ $ns }}
+      name: {{ include "lbfed.member.secretName" . }}
+    - apiVersion: apps/v1
+      kind: Deployment
+      namespace: {{ $ns }}
+      name: {{ $m.name }}
+    - apiVersion: v1
+      kind: Service
+      namespace: {{ $ns }}
+      name: {{ $m.name }}
+    {{- if $m.metricsService.enabled }}
+    - apiVersion: v1
+      kind: Service
+      namespace: {{ $ns }}
+      name: {{ $m.name }}-metrics
+    {{- end }}
+    {{- if $m.podDisruptionBudget.enabled }}
+    - apiVersion: policy/v1
+      kind: PodDisruptionBudget
+      namespace: {{ $ns }}
+      name: {{ $m.name }}
+    {{- end }}
+    - apiVersion: admissionregistration.k8s.io/v1
+      kind: MutatingWebhookConfiguration
+      name: {{ $cluster }}
+    - apiVersion: admissionregistration.k8s.io/v1
+      kind: ValidatingWebhookConfiguration
+      name: {{ $cluster }}
+  placement:
+    {{- with $m.clusterAffinity }}
+    clusterAffinity:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    {{- with $m.clusterTolerations }}
+    clusterTolerations:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    replicaScheduling:
+      replicaSchedulingType: Duplicated
+{{- end }}

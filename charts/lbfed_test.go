@@ -1,0 +1,378 @@
+package charts
+
+import (
+	"encoding/json"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	configv1alpha1 "github.com/karmada-io/karmada/pkg/apis/config/v1alpha1"
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lbfed/lbfed/interpreter"
+	"github.com/lbfed/lbfed/lbcf/admission"
+	"github.com/lbfed/lbfed/lbcf/api/crd"
+)
+
+const (
+	lbfedChart     = "lbfed"
+	lbfedRelease   = "lbfed"
+	lbfedNamespace = "karmada-system"
+	// targetLabel says which API server an object of the lbfed chart belongs to.
+	targetLabel = "lbfed.io/target"
+)
+
+func TestLBFedLint(t *testing.T) {
+	for _, f := range valuesFiles(t, lbfedChart) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, err := helm(t, "lint", "--strict", lbfedChart, "--namespace", lbfedNamespace, "--values", f)
+			NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		})
+	}
+}
+
+// lbfedRendering splits a rendering of the lbfed chart by API server.
+type lbfedRendering struct {
+	*rendering
+	host, karmada []*unstructured.Unstructured
+	// jobMode: the karmada-apiserver objects came out of the apply Jobs' Secret.
+	jobMode bool
+}
+
+// splitLBFed separates host-cluster objects from karmada-apiserver ones, unpacking the apply
+// Jobs' Secret when there is one.
+func splitLBFed(t testing.TB, r *rendering) lbfedRendering {
+	t.Helper()
+	g := NewWithT(t)
+	out := lbfedRendering{rendering: r}
+	for _, o := range r.objects {
+		switch target := o.GetLabels()[targetLabel]; target {
+		case "host-cluster":
+			out.host = append(out.host, o)
+		case "karmada-apiserver":
+			out.karmada = append(out.karmada, o)
+		default:
+			t.Fatalf("%s: label %s is %q", key(o), targetLabel, target)
+		}
+	}
+	if s := find(out.host, "Secret", lbfedRelease+"-karmada-manifests"); s != nil {
+		g.Expect(out.karmada).To(BeEmpty(), "job mode renders no karmada-apiserver documents")
+		out.jobMode = true
+		secret := mustTyped[corev1.Secret](t, s)
+		g.Expect(secret.Data).To(HaveLen(3))
+		for _, k := range []string{"crds.yaml", "objects.yaml", "interpreter.yaml"} {
+			objs, err := decodeDocuments(secret.Data[k])
+			g.Expect(err).NotTo(HaveOccurred(), k)
+			for _, o := range objs {
+				g.Expect(o.GetLabels()).To(HaveKeyWithValue(targetLabel, "karmada-apiserver"), key(o))
+			}
+			out.karmada = append(out.karmada, objs...)
+		}
+	}
+	return out
+}
+
+// lbfedExpect describes one values file.
+type lbfedExpect struct {
+	controller  bool
+	member      bool
+	memberNS    string
+	url         string // interpreter URL
+	urlHosts    []string
+	clusterURLs map[string]string
+	caFromValue bool // the interpreter CA comes from certificates.caBundle
+	external    []string
+	check       func(g Gomega, r lbfedRendering)
+}
+
+func TestLBFedRender(t *testing.T) {
+	svcURL := "https://lbfed-controller.karmada-system.svc:443/interpret"
+	cases := map[string]lbfedExpect{
+		"default-values.yaml": {
+			controller: true, member: true, memberNS: "lbfed-system", url: svcURL,
+			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
+			external: []string{"karmada-kubeconfig"},
+			check: func(g Gomega, r lbfedRendering) {
+				g.Expect(r.jobMode).To(BeTrue())
+				checkApplyJobs(t, g, r)
+				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+				g.Expect(*d.Spec.Replicas).To(BeEquivalentTo(2))
+				g.Expect(*d.Spec.Template.Spec.AutomountServiceAccountToken).To(BeFalse())
+				// Karmada's namespace sync brings the namespace to the members.
+				g.Expect(find(r.karmada, "Namespace", "lbfed-system")).NotTo(BeNil())
+				g.Expect(find(r.karmada, "ServiceAccount", "lbfed-controller")).NotTo(BeNil())
+				cpp := mustTyped[policyv1alpha1.ClusterPropagationPolicy](t, find(r.karmada, "ClusterPropagationPolicy", "lbfed-lbcf-controller"))
+				g.Expect(cpp.Spec.Placement.ClusterAffinity).To(BeNil(), "every member cluster")
+				g.Expect(cpp.Spec.ConflictResolution).To(Equal(policyv1alpha1.ConflictAbort))
+				// The host keeps a copy of the member certificate so that upgrades reuse it.
+				host := mustTyped[corev1.Secret](t, find(r.host, "Secret", "lbfed-member-webhook-tls"))
+				member := mustTyped[corev1.Secret](t, find(r.karmada, "Secret", "lbcf-controller-webhook-tls"))
+				g.Expect(host.Data).To(Equal(member.Data))
+			},
+		},
+		"manifests-values.yaml": {
+			controller: true, member: true, memberNS: "lbfed-system", url: "https://127.0.0.1:19443/interpret",
+			urlHosts:    []string{"127.0.0.1", "localhost", "lbfed-controller.karmada-system.svc"},
+			clusterURLs: map[string]string{"m1": "https://127.0.0.1:19444", "m2": "https://127.0.0.1:19445"},
+			external:    []string{"karmada-kubeconfig"},
+			check: func(g Gomega, r lbfedRendering) {
+				g.Expect(r.jobMode).To(BeFalse())
+				g.Expect(ofKind(r.host, "Job")).To(BeEmpty())
+				g.Expect(find(r.host, "Secret", "lbfed-member-webhook-tls")).To(BeNil())
+				member := mustTyped[corev1.Secret](t, find(r.karmada, "Secret", "lbcf-controller-webhook-tls"))
+				g.Expect(verifyServing(member.Data["ca.crt"], member.Data["tls.crt"], "127.0.0.1", "lbcf-controller.lbfed-system.svc")).To(Succeed())
+			},
+		},
+		"certmanager-values.yaml": {
+			controller: true, member: true, memberNS: "lbcf-member", url: svcURL, caFromValue: true,
+			external: []string{"karmada-controller-manager-config"},
+			check: func(g Gomega, r lbfedRendering) {
+				crt := find(r.host, "Certificate", "lbfed-interpreter")
+				g.Expect(crt).NotTo(BeNil())
+				g.Expect(nestedString(crt, "spec", "secretName")).To(Equal("lbfed-interpreter-tls"))
+				g.Expect(nestedStrings(crt, "spec", "dnsNames")).To(ContainElement("lbfed-controller.karmada-system.svc"))
+				g.Expect(find(r.host, "Secret", "lbfed-interpreter-tls")).To(BeNil(), "cert-manager writes it")
+				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--interpreter-max-request-bytes=67108864"))
+				g.Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.Items", ConsistOf(corev1.KeyToPath{Key: "karmada.config", Path: "kubeconfig"}))))
+				g.Expect(find(r.karmada, "Namespace", "lbcf-member")).To(BeNil())
+				crb := find(r.karmada, "ClusterRoleBinding", "lbfed-controller")
+				g.Expect(crb.Object["subjects"]).To(ContainElement(HaveKeyWithValue("kind", "User")))
+				cpp := mustTyped[policyv1alpha1.ClusterPropagationPolicy](t, find(r.karmada, "ClusterPropagationPolicy", "lbfed-lbcf-controller"))
+				g.Expect(cpp.Spec.ConflictResolution).To(Equal(policyv1alpha1.ConflictOverwrite))
+				g.Expect(cpp.Spec.Placement.ClusterAffinity.LabelSelector.MatchLabels).To(Equal(map[string]string{"lbfed.io/member": "true"}))
+				g.Expect(cpp.Spec.Placement.ClusterTolerations).To(HaveLen(1))
+				md := mustTyped[appsv1.Deployment](t, find(r.karmada, "Deployment", "lbcf-controller"))
+				g.Expect(md.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--candidates-budget-bytes=819200", "--leader-elect=false"))
+			},
+		},
+		"karmada-only-values.yaml": {
+			url: "https://lbfed.example.com:9443/interpret", caFromValue: true,
+			check: func(g Gomega, r lbfedRendering) {
+				g.Expect(r.host).To(BeEmpty(), "nothing for a host cluster")
+				g.Expect(ofKind(r.karmada, "CustomResourceDefinition")).To(HaveLen(4))
+				g.Expect(ofKind(r.karmada, "ResourceInterpreterWebhookConfiguration")).To(HaveLen(1))
+				g.Expect(r.karmada).To(HaveLen(5), "CRDs and the interpreter registration only")
+			},
+		},
+	}
+	for _, f := range valuesFiles(t, lbfedChart) {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			tc, ok := cases[name]
+			if !ok {
+				t.Fatalf("no test case for %s: add one", f)
+			}
+			g := NewWithT(t)
+			rr, err := render(t, lbfedChart, lbfedRelease, lbfedNamespace, f)
+			g.Expect(err).NotTo(HaveOccurred())
+			r := splitLBFed(t, rr)
+			g.Expect(checkObjects(r.host, externalRefs{secrets: tc.external})).To(BeEmpty())
+			g.Expect(checkObjects(r.karmada, externalRefs{})).To(BeEmpty())
+			checkKarmadaCRDs(t, g, r)
+			caPEM := checkInterpreter(t, g, r, tc)
+			_ = caPEM
+			if tc.member {
+				checkMember(t, g, r, tc)
+			} else {
+				g.Expect(withLabel(r.karmada, "app.kubernetes.io/component", "member")).To(BeEmpty())
+			}
+			tc.check(g, r)
+		})
+	}
+}
+
+// checkKarmadaCRDs: the CRDs for karmada-apiserver are the generated ones, labelled.
+func checkKarmadaCRDs(t *testing.T, g Gomega, r lbfedRendering) {
+	want, err := crd.CRDs()
+	g.Expect(err).NotTo(HaveOccurred())
+	got := ofKind(r.karmada, "CustomResourceDefinition")
+	g.Expect(got).To(HaveLen(len(want)))
+	for _, w := range want {
+		c := mustTyped[apiextensionsv1.CustomResourceDefinition](t, find(got, "CustomResourceDefinition", w.Name))
+		g.Expect(c.Labels).To(HaveKeyWithValue(targetLabel, "karmada-apiserver"))
+		c.Labels = nil
+		g.Expect(c.Spec).To(Equal(w.Spec), w.Name)
+		g.Expect(c.ObjectMeta).To(Equal(w.ObjectMeta), w.Name)
+	}
+}
+
+// checkInterpreter compares the ResourceInterpreterWebhookConfiguration with the interpreter's
+// own generator and checks that the serving certificate fits it; it returns the CA.
+func checkInterpreter(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) []byte {
+	riwc := mustTyped[configv1alpha1.ResourceInterpreterWebhookConfiguration](t, find(r.karmada, "ResourceInterpreterWebhookConfiguration", "lbfed-interpreter"))
+	g.Expect(riwc.Webhooks).To(HaveLen(1))
+	caPEM := riwc.Webhooks[0].ClientConfig.CABundle
+	want, err := interpreter.WebhookConfiguration(interpreter.WebhookConfigOptions{URL: tc.url, CABundle: caPEM, TimeoutSeconds: *riwc.Webhooks[0].TimeoutSeconds})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(riwc.Webhooks).To(Equal(want.Webhooks))
+	if tc.caFromValue {
+		g.Expect(string(caPEM)).To(ContainSubstring("MIIBkDCCATWgAwIBAgIUKBJnxjlqinjPjGGyAp2CAT"))
+	}
+	if !tc.controller {
+		return caPEM
+	}
+	d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+	c := d.Spec.Template.Spec.Containers[0]
+	g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "KUBECONFIG", Value: "/etc/lbfed/karmada/kubeconfig"}))
+	g.Expect(c.Args).To(ContainElements("--interpreter-bind-address=:9443", "--interpreter-cert-dir=/etc/lbfed/interpreter-tls"))
+	g.Expect(c.ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTPS))
+	var secretName string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "interpreter-tls" {
+			secretName = v.Secret.SecretName
+		}
+	}
+	g.Expect(secretName).To(Equal("lbfed-interpreter-tls"))
+	svc := mustTyped[corev1.Service](t, find(r.host, "Service", "lbfed-controller"))
+	g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Port", BeEquivalentTo(443))))
+	if !tc.caFromValue {
+		s := mustTyped[corev1.Secret](t, find(r.host, "Secret", secretName))
+		g.Expect(s.Data["ca.crt"]).To(Equal(caPEM), "the Secret's CA is the one Karmada trusts")
+		u, err := url.Parse(tc.url)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(verifyServing(caPEM, s.Data["tls.crt"], append([]string{u.Hostname()}, tc.urlHosts...)...)).To(Succeed())
+	}
+	return caPEM
+}
+
+// checkMember checks the member components: the webhooks each member gets (compared with
+// lbcf/admission.Configurations), their absence in karmada-apiserver, and a propagation policy
+// that selects exactly the member objects.
+func checkMember(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) {
+	const cluster = "lbfed-lbcf-controller"
+	secret := mustTyped[corev1.Secret](t, find(r.karmada, "Secret", "lbcf-controller-webhook-tls"))
+	g.Expect(secret.Namespace).To(Equal(tc.memberNS))
+	caPEM := secret.Data["ca.crt"]
+	g.Expect(verifyServing(caPEM, secret.Data["tls.crt"], "lbcf-controller."+tc.memberNS+".svc")).To(Succeed())
+
+	d := mustTyped[appsv1.Deployment](t, find(r.karmada, "Deployment", "lbcf-controller"))
+	g.Expect(d.Namespace).To(Equal(tc.memberNS))
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--mode=member", "--leader-elect-namespace="+tc.memberNS, "--cert-dir=/etc/lbcf/tls"))
+
+	m := mustTyped[admissionregistrationv1.MutatingWebhookConfiguration](t, find(r.karmada, "MutatingWebhookConfiguration", cluster))
+	v := mustTyped[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(r.karmada, "ValidatingWebhookConfiguration", cluster))
+	g.Expect(m.Webhooks).To(BeEmpty(), "karmada-apiserver must not enforce the member webhooks")
+	g.Expect(v.Webhooks).To(BeEmpty(), "karmada-apiserver must not enforce the member webhooks")
+
+	// What each member cluster gets, through the ClusterOverridePolicies.
+	var listed []string
+	for c := range tc.clusterURLs {
+		listed = append(listed, c)
+	}
+	sort.Strings(listed)
+	for _, kind := range []string{"Mutating", "Validating"} {
+		cop := mustTyped[policyv1alpha1.ClusterOverridePolicy](t, find(r.karmada, "ClusterOverridePolicy", cluster+"-"+map[string]string{"Mutating": "mutating", "Validating": "validating"}[kind]))
+		g.Expect(cop.Spec.ResourceSelectors).To(ConsistOf(policyv1alpha1.ResourceSelector{APIVersion: "admissionregistration.k8s.io/v1", Kind: kind + "WebhookConfiguration", Name: cluster}))
+		g.Expect(cop.Spec.OverrideRules).To(HaveLen(len(listed) + 1))
+		for _, rule := range cop.Spec.OverrideRules {
+			g.Expect(rule.Overriders.Plaintext).To(HaveLen(1))
+			p := rule.Overriders.Plaintext[0]
+			g.Expect(p.Path).To(Equal("/webhooks"))
+			g.Expect(p.Operator).To(Equal(policyv1alpha1.OverriderOpAdd))
+			var cc admission.ClientConfig
+			switch {
+			case rule.TargetCluster != nil && len(rule.TargetCluster.ClusterNames) == 1:
+				cc = admission.URLClientConfig(tc.clusterURLs[rule.TargetCluster.ClusterNames[0]], caPEM)
+			case len(listed) == 0:
+				g.Expect(rule.TargetCluster).To(BeNil())
+				cc = admission.ServiceClientConfig(tc.memberNS, "lbcf-controller", 443, caPEM)
+			default:
+				g.Expect(rule.TargetCluster.ExcludeClusters).To(Equal(listed))
+				cc = admission.ServiceClientConfig(tc.memberNS, "lbcf-controller", 443, caPEM)
+			}
+			wantM, wantV := admission.Configurations(cluster, cc)
+			if kind == "Mutating" {
+				var got []admissionregistrationv1.MutatingWebhook
+				g.Expect(json.Unmarshal(p.Value.Raw, &got)).To(Succeed())
+				g.Expect(got).To(Equal(wantM.Webhooks))
+			} else {
+				var got []admissionregistrationv1.ValidatingWebhook
+				g.Expect(json.Unmarshal(p.Value.Raw, &got)).To(Succeed())
+				g.Expect(got).To(Equal(wantV.Webhooks))
+			}
+		}
+	}
+
+	// The propagation policy selects the CRDs and every member object, nothing else.
+	cpp := mustTyped[policyv1alpha1.ClusterPropagationPolicy](t, find(r.karmada, "ClusterPropagationPolicy", cluster))
+	var want []policyv1alpha1.ResourceSelector
+	for _, o := range r.karmada {
+		member := o.GetLabels()["app.kubernetes.io/component"] == "member"
+		switch {
+		case o.GetKind() == "CustomResourceDefinition",
+			member && o.GetKind() != "Namespace" && o.GroupVersionKind().Group != policyv1alpha1.GroupName:
+			want = append(want, policyv1alpha1.ResourceSelector{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()})
+		}
+	}
+	g.Expect(cpp.Spec.ResourceSelectors).To(ConsistOf(want))
+	g.Expect(cpp.Spec.Placement.ReplicaScheduling.ReplicaSchedulingType).To(Equal(policyv1alpha1.ReplicaSchedulingTypeDuplicated))
+}
+
+// checkApplyJobs: the hook Jobs apply CRDs, wait for them, apply the objects and register the
+// interpreter last; on delete they unregister the interpreter first and keep the CRDs.
+func checkApplyJobs(t *testing.T, g Gomega, r lbfedRendering) {
+	steps := func(j *batchv1.Job) (names []string, args [][]string) {
+		for _, c := range append(append([]corev1.Container(nil), j.Spec.Template.Spec.InitContainers...), j.Spec.Template.Spec.Containers...) {
+			names = append(names, c.Name)
+			args = append(args, c.Args)
+		}
+		return names, args
+	}
+	apply := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply"))
+	g.Expect(apply.Annotations).To(HaveKeyWithValue("helm.sh/hook", "post-install,post-upgrade"))
+	names, args := steps(apply)
+	g.Expect(names).To(Equal([]string{"crds", "crds-established", "objects", "interpreter"}))
+	g.Expect(args[0]).To(ContainElements("apply", "--server-side", "/manifests/crds.yaml"))
+	g.Expect(args[1]).To(ContainElements("wait", "--for=condition=Established"))
+	g.Expect(args[3]).To(ContainElement("/manifests/interpreter.yaml"))
+
+	del := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-delete"))
+	g.Expect(del.Annotations).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
+	names, args = steps(del)
+	g.Expect(names).To(Equal([]string{"interpreter", "objects"}))
+	g.Expect(args[0]).To(Equal([]string{"delete", "--ignore-not-found", "-f", "/manifests/interpreter.yaml"}))
+	for _, a := range args {
+		g.Expect(a).NotTo(ContainElement("/manifests/crds.yaml"), "uninstalling must not delete the CRDs and every LoadBalancer with them")
+	}
+	for _, j := range []*batchv1.Job{apply, del} {
+		g.Expect(j.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "lbfed-karmada-manifests")))
+		g.Expect(j.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "karmada-kubeconfig")))
+	}
+}
+
+// TestLBFedRejectsBadValues: values that cannot work fail the rendering with a message saying why.
+func TestLBFedRejectsBadValues(t *testing.T) {
+	cases := map[string]struct {
+		set  []string
+		want string
+	}{
+		"unknown apply mode":          {[]string{"karmada.apply=kubectl"}, "karmada.apply must be job or manifests"},
+		"cert-manager without CA":     {[]string{"certificates.mode=certManager", "certificates.certManager.issuerRef.name=ca"}, "certificates.caBundle (PEM) is required"},
+		"cert-manager without issuer": {[]string{"certificates.mode=certManager", "certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "issuerRef is required"},
+		"existing Secret unnamed":     {[]string{"certificates.mode=existingSecret", "certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "existingSecret is required"},
+		"self-signed, no controller":  {[]string{"controller.enabled=false", "karmada.apply=manifests"}, "selfSigned needs controller.enabled"},
+		"job without controller": {[]string{"controller.enabled=false", "certificates.mode=existingSecret", "certificates.existingSecret=s",
+			"certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "karmada.apply=job installs into the host cluster"},
+		"timeout above Karmada's limit": {[]string{"controller.interpreter.timeoutSeconds=31"}, "within 1..30"},
+		"plain HTTP interpreter":        {[]string{"controller.interpreter.url=http://x/interpret"}, "must be https"},
+		"kube- member namespace":        {[]string{"member.namespace=kube-lbfed"}, "does not propagate kube-* and karmada-*"},
+		"two member leaders":            {[]string{"member.leaderElection.enabled=false"}, "needs member.replicas=1"},
+		"unknown conflict resolution":   {[]string{"member.conflictResolution=Merge"}, "Abort or Overwrite"},
+		"plain HTTP member webhook":     {[]string{"member.webhook.clusterURLs.m1=http://127.0.0.1:1"}, "clusterURLs.m1 must be https"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, lbfedChart, lbfedRelease, lbfedNamespace, "", tc.set...)
+			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
