@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/interpreter"
 	"github.com/lbfed/lbfed/lbcf/admission"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
@@ -69,7 +70,7 @@ func splitLBFed(t testing.TB, r *rendering) lbfedRendering {
 		secret := mustTyped[corev1.Secret](t, s)
 		g.Expect(secret.Data).To(HaveLen(3))
 		for _, k := range []string{"crds.yaml", "objects.yaml", "interpreter.yaml"} {
-			objs, err := decodeDocuments(secret.Data[k])
+			objs, err := manifests.Decode(secret.Data[k])
 			g.Expect(err).NotTo(HaveOccurred(), k)
 			for _, o := range objs {
 				g.Expect(o.GetLabels()).To(HaveKeyWithValue(targetLabel, "karmada-apiserver"), key(o))

@@ -8,13 +8,12 @@
 package charts
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -37,53 +36,27 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
-)
 
-// envHelm names the helm binary; by default the one `make helm-lint` builds is used.
-const envHelm = "HELM"
+	"github.com/lbfed/lbfed/charts/manifests"
+)
 
 // helmBinary returns the helm to run, skipping (or failing under LBFED_REQUIRE_INTEGRATION=1)
 // when it has not been built.
 func helmBinary(t testing.TB) string {
 	t.Helper()
-	if h := os.Getenv(envHelm); h != "" {
-		return h
-	}
-	path, err := defaultHelmPath()
+	path, err := manifests.HelmPath("..")
 	if err == nil {
 		if _, err = os.Stat(path); err == nil {
 			return path
 		}
 	}
-	msg := fmt.Sprintf("helm not built (%v): run `make helm-lint` or set %s", err, envHelm)
+	msg := fmt.Sprintf("helm not built (%v): run `make helm-lint` or set %s", err, manifests.EnvHelm)
 	if os.Getenv("LBFED_REQUIRE_INTEGRATION") == "1" {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
 	return ""
-}
-
-// defaultHelmPath mirrors the Makefile: $(LBFED_CACHE)/tools/helm-<version in hack/helm/go.mod>.
-func defaultHelmPath() (string, error) {
-	mod, err := os.ReadFile(filepath.Join("..", "hack", "helm", "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	m := regexp.MustCompile(`(?m)^\s*helm\.sh/helm/v\d+ (v\S+)`).FindSubmatch(mod)
-	if m == nil {
-		return "", errors.New("no helm version in hack/helm/go.mod")
-	}
-	cache := os.Getenv("LBFED_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		cache = filepath.Join(home, ".cache", "lbfed")
-	}
-	return filepath.Join(cache, "tools", "helm-"+string(m[1])), nil
 }
 
 // readChartFiles reads every file of both charts once per test process: helm reads them in a
@@ -129,49 +102,18 @@ type rendering struct {
 // render runs helm template and decodes every document.
 func render(t testing.TB, chart, release, namespace string, valuesFile string, set ...string) (*rendering, error) {
 	t.Helper()
-	args := []string{"template", release, chart, "--namespace", namespace}
+	if err := readChartFiles(); err != nil {
+		t.Fatal(err)
+	}
+	o := manifests.Options{Helm: helmBinary(t), Chart: chart, Release: release, Namespace: namespace, Set: set}
 	if valuesFile != "" {
-		args = append(args, "--values", valuesFile)
+		o.ValuesFiles = []string{valuesFile}
 	}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	out, err := helm(t, args...)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := decodeDocuments([]byte(out))
+	objs, err := manifests.Render(context.Background(), o)
 	if err != nil {
 		return nil, err
 	}
 	return &rendering{chart: chart, release: release, namespace: namespace, objects: objs}, nil
-}
-
-// decodeDocuments splits multi-document YAML and decodes each non-empty document.
-func decodeDocuments(data []byte) ([]*unstructured.Unstructured, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []*unstructured.Unstructured
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		js, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			return nil, fmt.Errorf("document is not YAML: %w\n%s", err, doc)
-		}
-		if string(js) == "null" {
-			continue // comments only
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("document is not an object: %w\n%s", err, doc)
-		}
-		out = append(out, u)
-	}
 }
 
 // typed maps every kind the charts render to its Go type, for strict decoding (unknown fields
