@@ -90,6 +90,8 @@ type lbfedExpect struct {
 	urlHosts    []string
 	clusterURLs map[string]string
 	caFromValue bool // the interpreter CA comes from certificates.caBundle
+	// noInterpreter: the interpreter is neither served nor registered.
+	noInterpreter bool
 	external    []string
 	check       func(g Gomega, r lbfedRendering)
 }
@@ -107,6 +109,13 @@ func TestLBFedRender(t *testing.T) {
 				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
 				g.Expect(*d.Spec.Replicas).To(BeEquivalentTo(2))
 				g.Expect(*d.Spec.Template.Spec.AutomountServiceAccountToken).To(BeFalse())
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--federation-leader-elect=true", "--federation-leader-elect-namespace=karmada-system",
+					"--federation-metrics-bind-address=:8080", "--federation-health-probe-bind-address=:8081"))
+				metrics := mustTyped[corev1.Service](t, find(r.host, "Service", "lbfed-controller-metrics"))
+				g.Expect(metrics.Spec.Ports).To(HaveLen(2))
+				// The federation's lease lives in karmada-apiserver, where its RBAC is.
+				g.Expect(find(r.karmada, "Role", "lbfed-controller-leader-election").GetNamespace()).To(Equal("karmada-system"))
 				// Karmada's namespace sync brings the namespace to the members.
 				g.Expect(find(r.karmada, "Namespace", "lbfed-system")).NotTo(BeNil())
 				g.Expect(find(r.karmada, "ServiceAccount", "lbfed-controller")).NotTo(BeNil())
@@ -134,7 +143,7 @@ func TestLBFedRender(t *testing.T) {
 		},
 		"certmanager-values.yaml": {
 			controller: true, member: true, memberNS: "lbcf-member", url: svcURL, caFromValue: true,
-			external: []string{"karmada-controller-manager-config"},
+			external: []string{"karmada-controller-manager-config", "corp-driver-ca"},
 			check: func(g Gomega, r lbfedRendering) {
 				crt := find(r.host, "Certificate", "lbfed-interpreter")
 				g.Expect(crt).NotTo(BeNil())
@@ -142,7 +151,8 @@ func TestLBFedRender(t *testing.T) {
 				g.Expect(nestedStrings(crt, "spec", "dnsNames")).To(ContainElement("lbfed-controller.karmada-system.svc"))
 				g.Expect(find(r.host, "Secret", "lbfed-interpreter-tls")).To(BeNil(), "cert-manager writes it")
 				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
-				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--interpreter-max-request-bytes=67108864"))
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--interpreter-max-request-bytes=67108864",
+					"--federation-grace-period=30s", "--federation-driver-ca-file=/etc/lbfed/driver-ca/ca.crt", "--federation-dry-run"))
 				g.Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.Items", ConsistOf(corev1.KeyToPath{Key: "karmada.config", Path: "kubeconfig"}))))
 				g.Expect(find(r.karmada, "Namespace", "lbcf-member")).To(BeNil())
 				crb := find(r.karmada, "ClusterRoleBinding", "lbfed-controller")
@@ -153,6 +163,24 @@ func TestLBFedRender(t *testing.T) {
 				g.Expect(cpp.Spec.Placement.ClusterTolerations).To(HaveLen(1))
 				md := mustTyped[appsv1.Deployment](t, find(r.karmada, "Deployment", "lbcf-controller"))
 				g.Expect(md.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--candidates-budget-bytes=819200", "--leader-elect=false"))
+			},
+		},
+		"federation-only-values.yaml": {
+			controller: true, member: true, memberNS: "lbfed-system", noInterpreter: true,
+			external: []string{"karmada-kubeconfig", "lbfed-driver-client"},
+			check: func(g Gomega, r lbfedRendering) {
+				g.Expect(ofKind(r.karmada, "ResourceInterpreterWebhookConfiguration")).To(BeEmpty())
+				g.Expect(find(r.host, "Service", "lbfed-controller")).To(BeNil())
+				g.Expect(find(r.host, "Secret", "lbfed-interpreter-tls")).To(BeNil())
+				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+				c := d.Spec.Template.Spec.Containers[0]
+				g.Expect(c.Args).To(ContainElements("--interpreter-enabled=false", "--federation-driver-client-cert=/etc/lbfed/driver-client/tls.crt"))
+				g.Expect(c.ReadinessProbe.HTTPGet.Port.String()).To(Equal("probes"))
+				apply := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply"))
+				g.Expect(apply.Spec.Template.Spec.Containers[0].Name).To(Equal("objects"))
+				del := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-delete"))
+				g.Expect(del.Spec.Template.Spec.InitContainers).To(BeEmpty())
+				g.Expect(del.Spec.Template.Spec.Containers[0].Name).To(Equal("objects"))
 			},
 		},
 		"karmada-only-values.yaml": {
@@ -179,8 +207,9 @@ func TestLBFedRender(t *testing.T) {
 			g.Expect(checkObjects(r.host, externalRefs{secrets: tc.external})).To(BeEmpty())
 			g.Expect(checkObjects(r.karmada, externalRefs{})).To(BeEmpty())
 			checkKarmadaCRDs(t, g, r)
-			caPEM := checkInterpreter(t, g, r, tc)
-			_ = caPEM
+			if !tc.noInterpreter {
+				checkInterpreter(t, g, r, tc)
+			}
 			if tc.member {
 				checkMember(t, g, r, tc)
 			} else {
@@ -207,8 +236,8 @@ func checkKarmadaCRDs(t *testing.T, g Gomega, r lbfedRendering) {
 }
 
 // checkInterpreter compares the ResourceInterpreterWebhookConfiguration with the interpreter's
-// own generator and checks that the serving certificate fits it; it returns the CA.
-func checkInterpreter(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) []byte {
+// own generator and checks that the serving certificate fits it.
+func checkInterpreter(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) {
 	riwc := mustTyped[configv1alpha1.ResourceInterpreterWebhookConfiguration](t, find(r.karmada, "ResourceInterpreterWebhookConfiguration", "lbfed-interpreter"))
 	g.Expect(riwc.Webhooks).To(HaveLen(1))
 	caPEM := riwc.Webhooks[0].ClientConfig.CABundle
@@ -219,7 +248,7 @@ func checkInterpreter(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) 
 		g.Expect(string(caPEM)).To(ContainSubstring("MIIBkDCCATWgAwIBAgIUKBJnxjlqinjPjGGyAp2CAT"))
 	}
 	if !tc.controller {
-		return caPEM
+		return
 	}
 	d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
 	c := d.Spec.Template.Spec.Containers[0]
@@ -242,7 +271,6 @@ func checkInterpreter(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) 
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(verifyServing(caPEM, s.Data["tls.crt"], append([]string{u.Hostname()}, tc.urlHosts...)...)).To(Succeed())
 	}
-	return caPEM
 }
 
 // checkMember checks the member components: the webhooks each member gets (compared with
@@ -369,6 +397,8 @@ func TestLBFedRejectsBadValues(t *testing.T) {
 		"two member leaders":            {[]string{"member.leaderElection.enabled=false"}, "needs member.replicas=1"},
 		"unknown conflict resolution":   {[]string{"member.conflictResolution=Merge"}, "Abort or Overwrite"},
 		"plain HTTP member webhook":     {[]string{"member.webhook.clusterURLs.m1=http://127.0.0.1:1"}, "clusterURLs.m1 must be https"},
+		"controller doing nothing":      {[]string{"controller.interpreter.enabled=false", "controller.federation.enabled=false"}, "needs controller.interpreter.enabled or controller.federation.enabled"},
+		"two federation leaders":        {[]string{"controller.federation.leaderElection.enabled=false"}, "two federation controllers would call every driver twice"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -153,7 +153,7 @@ gets its own CA (a CA key is never stored).
 {{- define "lbfed.tls" -}}
 {{- if not (hasKey .Values "_tls") }}
 {{- $tls := dict }}
-{{- if eq .Values.certificates.mode "selfSigned" }}
+{{- if and (eq .Values.certificates.mode "selfSigned") .Values.controller.interpreter.enabled }}
 {{- $cur := include "lbfed.lookupTLS" (dict "namespace" .Release.Namespace "name" (include "lbfed.interpreterSecretName" .)) | fromJson }}
 {{- if not $cur }}
 {{- $days := int .Values.certificates.selfSigned.validityDays }}
@@ -184,6 +184,12 @@ gets its own CA (a CA key is never stored).
 {{- end }}
 {{- $_ := set .Values "_tls" $tls }}
 {{- end }}
+{{- end }}
+
+{{/* Whether the chart registers the interpreter with Karmada: when lbfed-controller here serves
+it, or when lbfed-controller runs elsewhere (controller.enabled=false). */}}
+{{- define "lbfed.interpreterRegistered" -}}
+{{- if or (not .Values.controller.enabled) .Values.controller.interpreter.enabled }}true{{ end }}
 {{- end }}
 
 {{/* PEM of the CA that signed the interpreter's serving certificate. */}}
@@ -231,6 +237,12 @@ gets its own CA (a CA key is never stored).
 {{- end }}
 {{- if and (eq $v.karmada.apply "job") (not $v.controller.enabled) }}
 {{- fail "karmada.apply=job installs into the host cluster and needs controller.enabled; use karmada.apply=manifests to install into karmada-apiserver alone" }}
+{{- end }}
+{{- if and $v.controller.enabled (not $v.controller.interpreter.enabled) (not $v.controller.federation.enabled) }}
+{{- fail "controller.enabled needs controller.interpreter.enabled or controller.federation.enabled" }}
+{{- end }}
+{{- if and $v.controller.enabled $v.controller.federation.enabled (gt (int $v.controller.replicas) 1) (not $v.controller.federation.leaderElection.enabled) }}
+{{- fail "controller.federation.leaderElection.enabled=false needs controller.replicas=1: two federation controllers would call every driver twice" }}
 {{- end }}
 {{- $t := int $v.controller.interpreter.timeoutSeconds }}
 {{- if or (lt $t 1) (gt $t 30) }}

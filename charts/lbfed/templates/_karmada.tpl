@@ -19,6 +19,7 @@ documents (karmada.apply=manifests) or packs them into a Secret that the apply J
 {{- end }}
 
 {{- define "lbfed.karmada.interpreter" -}}
+{{- if include "lbfed.interpreterRegistered" . }}
 {{- $labels := include "lbfed.labels" (dict "root" . "component" "interpreter" "target" "karmada-apiserver") }}
 ---
 # Karmada calls lbfed-controller for these operations on LoadBalancer and BackendGroup (the
@@ -45,6 +46,7 @@ webhooks:
         kinds: [LoadBalancer]
     timeoutSeconds: {{ .Values.controller.interpreter.timeoutSeconds }}
     interpreterContextVersions: [v1alpha1]
+{{- end }}
 {{- end }}
 
 {{- define "lbfed.karmada.objects" -}}

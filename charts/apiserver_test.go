@@ -1,0 +1,479 @@
+package charts
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/lbfed/lbfed/charts/manifests"
+	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/api/crd"
+)
+
+// The integration tests share one kube-apiserver (started by the first of them) with the LBCF
+// CRDs installed, plus the Karmada CRDs the lbfed chart's policies need.
+func TestMain(m *testing.M) {
+	crds, err := crd.CRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lbfed CRDs:", err)
+		os.Exit(1)
+	}
+	testenv.Main(m, localup.ClusterOptions{Name: "charts", CRDs: crds})
+}
+
+const (
+	poll    = 200 * time.Millisecond
+	timeout = 90 * time.Second // generous for a loaded 2-core CI machine
+)
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lbcfv1beta1.AddToScheme, policyv1alpha1.Install} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
+// cluster returns the shared cluster and an admin client, with Karmada's policy and interpreter
+// CRDs installed.
+func cluster(t *testing.T) (*localup.Cluster, client.Client) {
+	t.Helper()
+	cl := testenv.Cluster(t)
+	set := testenv.SkipUnlessBuilt(t)
+	installKarmadaCRDs.Do(func() {
+		var crds []*apiextensionsv1.CustomResourceDefinition
+		for _, f := range []string{
+			"policy/policy.karmada.io_clusterpropagationpolicies.yaml",
+			"policy/policy.karmada.io_clusteroverridepolicies.yaml",
+			"config/config.karmada.io_resourceinterpreterwebhookconfigurations.yaml",
+		} {
+			data, err := os.ReadFile(filepath.Join(set.KarmadaManifests, "charts", "karmada", "_crds", "bases", f))
+			if err != nil {
+				installKarmadaCRDsErr = err
+				return
+			}
+			c := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.Unmarshal(data, c); err != nil {
+				installKarmadaCRDsErr = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			crds = append(crds, c)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		installKarmadaCRDsErr = localup.InstallCRDs(ctx, cl.RESTConfig(), crds)
+	})
+	if installKarmadaCRDsErr != nil {
+		t.Fatalf("install Karmada CRDs: %v", installKarmadaCRDsErr)
+	}
+	c, err := client.New(cl.RESTConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, c
+}
+
+var (
+	installKarmadaCRDs    sync.Once
+	installKarmadaCRDsErr error
+)
+
+func ensureNamespace(ctx context.Context, t *testing.T, c client.Client, name string) {
+	t.Helper()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// applyObject server-side applies o, with strict field validation, for real or as a dry run.
+func applyObject(ctx context.Context, c client.Client, o *unstructured.Unstructured, dryRun bool) error {
+	u := o.DeepCopy()
+	js, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	opts := []client.PatchOption{client.ForceOwnership, client.FieldOwner("lbfed-chart-test"), client.FieldValidation("Strict")}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.Patch(ctx, u, client.RawPatch(types.ApplyPatchType, js), opts...); err != nil {
+		return fmt.Errorf("%s: %w", key(o), err)
+	}
+	return nil
+}
+
+// TestAPIServerAcceptsRenderings sends every object of every values file to kube-apiserver as a
+// strict server-side dry run: unknown or misplaced fields, invalid values and schema violations
+// (including the Karmada policies and the LBCF CRDs themselves) are rejected there.
+// cert-manager's kinds are left out (no cert-manager CRDs here).
+func TestAPIServerAcceptsRenderings(t *testing.T) {
+	_, c := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for _, chart := range []string{lbcfChart, lbfedChart} {
+		for _, f := range valuesFiles(t, chart) {
+			t.Run(chart+"/"+filepath.Base(f), func(t *testing.T) {
+				g := NewWithT(t)
+				namespace := map[string]string{lbcfChart: "kube-system", lbfedChart: lbfedNamespace}[chart]
+				objs, err := manifests.Render(ctx, manifests.Options{
+					Helm: helmBinary(t), Chart: chart, Release: chart, Namespace: namespace,
+					ValuesFiles: []string{f}, IncludeCRDs: true,
+				})
+				g.Expect(err).NotTo(HaveOccurred())
+				if chart == lbfedChart {
+					split, err := manifests.SplitLBFed(objs)
+					g.Expect(err).NotTo(HaveOccurred())
+					objs = append(split.Host, split.Karmada...)
+				}
+				sent := 0
+				for _, o := range objs {
+					if o.GroupVersionKind().Group == certManagerGroup {
+						continue
+					}
+					if ns := o.GetNamespace(); ns != "" {
+						ensureNamespace(ctx, t, c, ns)
+					}
+					g.Expect(applyObject(ctx, c, o, true)).To(Succeed())
+					sent++
+				}
+				g.Expect(sent).To(BeNumerically(">=", 5))
+			})
+		}
+	}
+}
+
+// lbfedBinaries builds lbcf-controller and lbfed-controller once for the process tests.
+var lbfedBinaries = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "lbfed-chart-bin-")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/lbcf-controller", "./cmd/lbfed-controller")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return dir, nil
+})
+
+func binaryPath(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := lbfedBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// impersonatingKubeconfig writes a kubeconfig for cl that acts as the ServiceAccount, so a
+// process run with it has exactly the chart's RBAC.
+func impersonatingKubeconfig(t *testing.T, cl *localup.Cluster, namespace, serviceAccount string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(cl.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := cfg.Contexts[cfg.CurrentContext].AuthInfo
+	cfg.AuthInfos[user].Impersonate = "system:serviceaccount:" + namespace + ":" + serviceAccount
+	cfg.AuthInfos[user].ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runProcess starts a binary in the cluster's run and stops it when the test ends.
+func runProcess(t *testing.T, cl *localup.Cluster, name, bin string, args []string) *localup.Process {
+	t.Helper()
+	p, err := cl.StartProcess(localup.ProcessSpec{Name: name, Path: bin, Args: args, Tier: localup.TierClient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log (last 40 lines):\n%s", name, p.LogTail(40))
+		}
+		// Stop it now: a controller left running would act on the next test's objects.
+		_ = syscall.Kill(p.PID(), syscall.SIGTERM)
+		select {
+		case <-p.Done():
+		case <-time.After(20 * time.Second):
+			_ = syscall.Kill(p.PID(), syscall.SIGKILL)
+			<-p.Done()
+		}
+	})
+	return p
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports, err := localup.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports
+}
+
+// waitWorkers waits until the process log shows every controller's workers started (their
+// caches synced, so the RBAC allows every list and watch) and no request was forbidden.
+func waitWorkers(g Gomega, p *localup.Process, controllers int) {
+	g.Eventually(func(g Gomega) {
+		data, err := os.ReadFile(p.LogPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		log := string(data)
+		g.Expect(log).NotTo(ContainSubstring("forbidden"))
+		g.Expect(strings.Count(log, "Starting workers")).To(Equal(controllers))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+}
+
+func waitReady(g Gomega, probeURL string, hc *http.Client) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	g.Eventually(func() (int, error) {
+		rsp, err := hc.Get(probeURL)
+		if err != nil {
+			return 0, err
+		}
+		rsp.Body.Close()
+		return rsp.StatusCode, nil
+	}).WithTimeout(timeout).WithPolling(poll).Should(Equal(http.StatusOK))
+}
+
+// TestStandaloneControllerRunsWithChartRBAC runs lbcf-controller with the arguments of the lbcf
+// chart's Deployment, its certificate and only its RBAC (impersonating its ServiceAccount): the
+// caches of every controller sync, it wins the lease, and it writes a driver's status.
+func TestStandaloneControllerRunsWithChartRBAC(t *testing.T) {
+	cl, c := cluster(t)
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const ns, release = "lbcf-standalone", "lbcf"
+	ensureNamespace(ctx, t, c, ns)
+	objs, err := manifests.Render(ctx, manifests.Options{Helm: helmBinary(t), Chart: lbcfChart, Release: release, Namespace: ns})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			g.Expect(applyObject(ctx, c, o, false)).To(Succeed())
+		}
+	}
+	certDir := filepath.Join(t.TempDir(), "tls")
+	g.Expect(manifests.WriteSecretFiles(manifests.Find(objs, "Secret", ns, "lbcf-webhook-tls"), certDir)).To(Succeed())
+	args, err := manifests.ContainerArgs(manifests.Find(objs, "Deployment", ns, "lbcf-controller"), "lbcf-controller")
+	g.Expect(err).NotTo(HaveOccurred())
+	ports := freePorts(t, 3)
+	args = manifests.SetFlags(args, map[string]string{
+		"kubeconfig":                impersonatingKubeconfig(t, cl, ns, "lbcf-controller"),
+		"cert-dir":                  certDir,
+		"webhook-host":              "127.0.0.1",
+		"webhook-port":              strconv.Itoa(ports[0]),
+		"metrics-bind-address":      "127.0.0.1:" + strconv.Itoa(ports[1]),
+		"health-probe-bind-address": "127.0.0.1:" + strconv.Itoa(ports[2]),
+	})
+	p := runProcess(t, cl, "lbcf-controller-standalone", binaryPath(t, "lbcf-controller"), args)
+
+	waitReady(g, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2]), nil)
+	// The driver, LoadBalancer, BackendGroup and BackendRecord controllers.
+	waitWorkers(g, p, 4)
+	lease := &coordinationv1.Lease{}
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-standalone"}, lease)).To(Succeed())
+	g.Expect(*lease.Spec.HolderIdentity).NotTo(BeEmpty())
+
+	drv := &lbcfv1beta1.LoadBalancerDriver{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-test"},
+		Spec:       lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: "http://127.0.0.1:1"},
+	}
+	g.Expect(c.Create(ctx, drv)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(drv), drv)).To(Succeed())
+		g.Expect(drv.Status.DriverCondition(lbcfv1beta1.DriverAccepted)).NotTo(BeNil())
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	g.Expect(p.LogTail(200)).NotTo(ContainSubstring("forbidden"))
+}
+
+// TestMemberControllerFromLBFedChart installs, in a plain cluster standing for member m1, what
+// Karmada would propagate there from the lbfed chart (RBAC, and the webhook configurations as the
+// ClusterOverridePolicy rule for m1 makes them), runs lbcf-controller --mode=member with the
+// member Deployment's arguments and certificate, and creates a BackendGroup: it passes through
+// the member webhooks (defaulted, validated) and gets its candidates reported.
+func TestMemberControllerFromLBFedChart(t *testing.T) {
+	cl, c := cluster(t)
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ports := freePorts(t, 3)
+	objs, err := manifests.Render(ctx, manifests.Options{
+		Helm: helmBinary(t), Chart: lbfedChart, Release: lbfedRelease, Namespace: lbfedNamespace,
+		Set: []string{
+			"karmada.apply=manifests",
+			fmt.Sprintf("member.webhook.clusterURLs.m1=https://127.0.0.1:%d", ports[0]),
+			"member.webhook.extraIPs={127.0.0.1}",
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	split, err := manifests.SplitLBFed(objs)
+	g.Expect(err).NotTo(HaveOccurred())
+	const ns, cluster = "lbfed-system", "lbfed-lbcf-controller"
+	for _, o := range split.Karmada {
+		if o.GetLabels()["app.kubernetes.io/component"] != "member" {
+			continue
+		}
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret":
+			g.Expect(applyObject(ctx, c, o, false)).To(Succeed())
+		}
+	}
+	// The member's webhook configurations: the templates with the m1 rule's webhooks added, as
+	// Karmada's override does.
+	for _, kind := range []string{"Mutating", "Validating"} {
+		tpl := manifests.Find(split.Karmada, kind+"WebhookConfiguration", "", cluster).DeepCopy()
+		cop := mustTyped[policyv1alpha1.ClusterOverridePolicy](t, manifests.Find(split.Karmada, "ClusterOverridePolicy", "", cluster+"-"+strings.ToLower(kind)))
+		var hooks []any
+		for _, rule := range cop.Spec.OverrideRules {
+			if rule.TargetCluster != nil && len(rule.TargetCluster.ClusterNames) == 1 && rule.TargetCluster.ClusterNames[0] == "m1" {
+				g.Expect(json.Unmarshal(rule.Overriders.Plaintext[0].Value.Raw, &hooks)).To(Succeed())
+			}
+		}
+		g.Expect(hooks).To(HaveLen(3))
+		g.Expect(unstructured.SetNestedSlice(tpl.Object, hooks, "webhooks")).To(Succeed())
+		g.Expect(applyObject(ctx, c, tpl, false)).To(Succeed())
+		t.Cleanup(func() { _ = c.Delete(context.Background(), tpl) }) // failurePolicy Fail: never leave them behind
+	}
+
+	certDir := filepath.Join(t.TempDir(), "tls")
+	g.Expect(manifests.WriteSecretFiles(manifests.Find(split.Karmada, "Secret", ns, "lbcf-controller-webhook-tls"), certDir)).To(Succeed())
+	args, err := manifests.ContainerArgs(manifests.Find(split.Karmada, "Deployment", ns, "lbcf-controller"), "lbcf-controller")
+	g.Expect(err).NotTo(HaveOccurred())
+	args = manifests.SetFlags(args, map[string]string{
+		"kubeconfig":                impersonatingKubeconfig(t, cl, ns, "lbcf-controller"),
+		"cert-dir":                  certDir,
+		"webhook-host":              "127.0.0.1",
+		"webhook-port":              strconv.Itoa(ports[0]),
+		"metrics-bind-address":      "127.0.0.1:" + strconv.Itoa(ports[1]),
+		"health-probe-bind-address": "127.0.0.1:" + strconv.Itoa(ports[2]),
+	})
+	g.Expect(args).To(ContainElement("--mode=member"))
+	p := runProcess(t, cl, "lbcf-controller-member", binaryPath(t, "lbcf-controller"), args)
+	waitReady(g, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2]), nil)
+	waitWorkers(g, p, 1)
+
+	bg := &lbcfv1beta1.BackendGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-test"},
+		Spec:       lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"lb"}, Static: []string{"10.0.0.1:80", "10.0.0.2:80"}},
+	}
+	g.Expect(c.Create(ctx, bg)).To(Succeed())
+	g.Expect(bg.Spec.DeregisterPolicy).NotTo(BeNil(), "the mutating webhook defaults the group")
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(bg), bg)).To(Succeed())
+		g.Expect(bg.Status.ObservedGeneration).To(Equal(bg.Generation))
+		g.Expect(meta.IsStatusConditionTrue(bg.Status.Conditions, lbcfv1beta1.BackendGroupReady)).To(BeTrue())
+		g.Expect(bg.Status.Backends).To(BeEquivalentTo(2))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+
+	// The validating webhook is in the path too: an invalid group is refused by lbcf-controller.
+	bad := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-backends"}, Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"lb"}}}
+	err = c.Create(ctx, bad)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("lbcf.tkestack.io"), "denied by an LBCF webhook")
+	g.Expect(p.LogTail(200)).NotTo(ContainSubstring("forbidden"))
+}
+
+// TestInterpreterServesWithChartCertificate runs lbfed-controller with the lbfed chart's
+// arguments and interpreter certificate and calls it as Karmada would: over HTTPS to the URL of
+// the ResourceInterpreterWebhookConfiguration, trusting only its caBundle.
+func TestInterpreterServesWithChartCertificate(t *testing.T) {
+	cl, _ := cluster(t)
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port := freePorts(t, 1)[0]
+	objs, err := manifests.Render(ctx, manifests.Options{
+		Helm: helmBinary(t), Chart: lbfedChart, Release: lbfedRelease, Namespace: lbfedNamespace,
+		Set: []string{
+			"karmada.apply=manifests",
+			fmt.Sprintf("controller.interpreter.url=https://127.0.0.1:%d/interpret", port),
+			"controller.interpreter.extraIPs={127.0.0.1}",
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	split, err := manifests.SplitLBFed(objs)
+	g.Expect(err).NotTo(HaveOccurred())
+	riwc := manifests.Find(split.Karmada, "ResourceInterpreterWebhookConfiguration", "", "lbfed-interpreter")
+	hooks, _, _ := unstructured.NestedSlice(riwc.Object, "webhooks")
+	g.Expect(hooks).To(HaveLen(1))
+	cc := hooks[0].(map[string]any)["clientConfig"].(map[string]any)
+	target, err := url.Parse(cc["url"].(string))
+	g.Expect(err).NotTo(HaveOccurred())
+	pool := x509.NewCertPool()
+	caPEM, err := base64.StdEncoding.DecodeString(cc["caBundle"].(string))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pool.AppendCertsFromPEM(caPEM)).To(BeTrue())
+
+	certDir := filepath.Join(t.TempDir(), "tls")
+	g.Expect(manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", lbfedNamespace, "lbfed-interpreter-tls"), certDir)).To(Succeed())
+	args, err := manifests.ContainerArgs(manifests.Find(split.Host, "Deployment", lbfedNamespace, "lbfed-controller"), "lbfed-controller")
+	g.Expect(err).NotTo(HaveOccurred())
+	// The federation needs Karmada's own APIs (Clusters, ResourceBindings), not served here.
+	args = manifests.SetFlags(args, map[string]string{"interpreter-cert-dir": certDir, "interpreter-bind-address": target.Host, "federation-enabled": "false"})
+	runProcess(t, cl, "lbfed-controller", binaryPath(t, "lbfed-controller"), args)
+
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	waitReady(g, "https://"+target.Host+"/readyz", hc)
+	// One InterpretHealth call, as Karmada makes it.
+	body := []byte(`{"apiVersion":"config.karmada.io/v1alpha1","kind":"ResourceInterpreterContext","request":{` +
+		`"uid":"u1","kind":{"group":"lbcf.tkestack.io","version":"v1beta1","kind":"LoadBalancer"},"name":"lb","namespace":"default",` +
+		`"operation":"InterpretHealth","replicas":0,"object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"LoadBalancer",` +
+		`"metadata":{"name":"lb","namespace":"default","generation":1},"spec":{"lbDriver":"d"}}}}`)
+	rsp, err := hc.Post(target.String(), "application/json", bytes.NewReader(body))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer rsp.Body.Close()
+	g.Expect(rsp.StatusCode).To(Equal(http.StatusOK))
+	var answer struct {
+		Response struct {
+			UID        string `json:"uid"`
+			Successful bool   `json:"successful"`
+			Healthy    *bool  `json:"healthy"`
+		} `json:"response"`
+	}
+	g.Expect(json.NewDecoder(rsp.Body).Decode(&answer)).To(Succeed())
+	g.Expect(answer.Response.UID).To(Equal("u1"))
+	g.Expect(answer.Response.Successful).To(BeTrue())
+	g.Expect(answer.Response.Healthy).NotTo(BeNil())
+}
