@@ -39,8 +39,8 @@ import (
 	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
-	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
 // The integration tests share one kube-apiserver (started by the first of them) with the LBCF

@@ -92,8 +92,8 @@ type lbfedExpect struct {
 	caFromValue bool // the interpreter CA comes from certificates.caBundle
 	// noInterpreter: the interpreter is neither served nor registered.
 	noInterpreter bool
-	external    []string
-	check       func(g Gomega, r lbfedRendering)
+	external      []string
+	check         func(g Gomega, r lbfedRendering)
 }
 
 func TestLBFedRender(t *testing.T) {
