@@ -42,9 +42,10 @@ test: verify-generate tools helm-lint
 test-unit:
 	$(GO) test ./...
 
-## test-e2e: the full-topology tests (build tag e2e): propagation proof, `up`/`down`, interpreter.
+## test-e2e: the full-topology tests (build tag e2e): propagation proof, `up`/`down`, interpreter,
+## the lbfed chart on Karmada.
 test-e2e: tools
-	$(GO) test -tags e2e -count=1 ./e2e/ ./e2e/localup/cmd/localup/ ./e2e/interpreter/
+	$(GO) test -tags e2e -count=1 ./e2e/ ./e2e/localup/cmd/localup/ ./e2e/interpreter/ ./charts/propagation/
 
 localup:
 	$(GO) build -o $(LOCALUP) ./e2e/localup/cmd/localup
