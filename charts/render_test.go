@@ -119,23 +119,23 @@ func render(t testing.TB, chart, release, namespace string, valuesFile string, s
 // typed maps every kind the charts render to its Go type, for strict decoding (unknown fields
 // are errors). cert-manager's kinds are not in this module and are checked by hand.
 var typed = map[schema.GroupVersionKind]func() any{
-	corev1.SchemeGroupVersion.WithKind("Namespace"):                                       func() any { return &corev1.Namespace{} },
-	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):                                  func() any { return &corev1.ServiceAccount{} },
-	corev1.SchemeGroupVersion.WithKind("Secret"):                                          func() any { return &corev1.Secret{} },
-	corev1.SchemeGroupVersion.WithKind("Service"):                                         func() any { return &corev1.Service{} },
-	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                      func() any { return &appsv1.Deployment{} },
-	batchv1.SchemeGroupVersion.WithKind("Job"):                                            func() any { return &batchv1.Job{} },
-	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                           func() any { return &policyv1.PodDisruptionBudget{} },
-	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                     func() any { return &rbacv1.ClusterRole{} },
-	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                              func() any { return &rbacv1.ClusterRoleBinding{} },
-	rbacv1.SchemeGroupVersion.WithKind("Role"):                                            func() any { return &rbacv1.Role{} },
-	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):                                     func() any { return &rbacv1.RoleBinding{} },
-	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):   func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
-	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"): func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
-	apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"):               func() any { return &apiextensionsv1.CustomResourceDefinition{} },
-	policyv1alpha1.SchemeGroupVersion.WithKind("ClusterPropagationPolicy"):                func() any { return &policyv1alpha1.ClusterPropagationPolicy{} },
-	policyv1alpha1.SchemeGroupVersion.WithKind("ClusterOverridePolicy"):                   func() any { return &policyv1alpha1.ClusterOverridePolicy{} },
-	configv1alpha1.SchemeGroupVersion.WithKind("ResourceInterpreterWebhookConfiguration"): func() any {
+	corev1.SchemeGroupVersion.WithKind("Namespace"):                                                func() any { return &corev1.Namespace{} },
+	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):                                           func() any { return &corev1.ServiceAccount{} },
+	corev1.SchemeGroupVersion.WithKind("Secret"):                                                   func() any { return &corev1.Secret{} },
+	corev1.SchemeGroupVersion.WithKind("Service"):                                                  func() any { return &corev1.Service{} },
+	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                               func() any { return &appsv1.Deployment{} },
+	batchv1.SchemeGroupVersion.WithKind("Job"):                                                     func() any { return &batchv1.Job{} },
+	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                                    func() any { return &policyv1.PodDisruptionBudget{} },
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                              func() any { return &rbacv1.ClusterRole{} },
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                                       func() any { return &rbacv1.ClusterRoleBinding{} },
+	rbacv1.SchemeGroupVersion.WithKind("Role"):                                                     func() any { return &rbacv1.Role{} },
+	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):                                              func() any { return &rbacv1.RoleBinding{} },
+	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):            func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
+	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"):          func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} },
+	apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"):                        func() any { return &apiextensionsv1.CustomResourceDefinition{} },
+	schema.FromAPIVersionAndKind(policyv1alpha1.GroupVersion.String(), "ClusterPropagationPolicy"): func() any { return &policyv1alpha1.ClusterPropagationPolicy{} },
+	schema.FromAPIVersionAndKind(policyv1alpha1.GroupVersion.String(), "ClusterOverridePolicy"):    func() any { return &policyv1alpha1.ClusterOverridePolicy{} },
+	schema.FromAPIVersionAndKind(configv1alpha1.GroupVersion.String(), "ResourceInterpreterWebhookConfiguration"): func() any {
 		return &configv1alpha1.ResourceInterpreterWebhookConfiguration{}
 	},
 }

@@ -120,20 +120,24 @@ func commands(root string) ([]string, error) {
 
 // packageSummary is the first paragraph of the command's package comment, on one line.
 func packageSummary(dir string) (string, error) {
-	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments|parser.PackageClauseOnly)
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
-		return "", fmt.Errorf("parse %s: %w", dir, err)
+		return "", err
 	}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			if f.Doc == nil {
-				continue
-			}
-			para, _, _ := strings.Cut(strings.TrimSpace(f.Doc.Text()), "\n\n")
-			return strings.Join(strings.Fields(para), " "), nil
+	sort.Strings(files)
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments|parser.PackageClauseOnly)
+		if err != nil {
+			return "", fmt.Errorf("parse %s: %w", path, err)
+		}
+		if f.Doc == nil {
+			continue
+		}
+		para, _, _ := strings.Cut(strings.TrimSpace(f.Doc.Text()), "\n\n")
+		return strings.Join(strings.Fields(para), " "), nil
 	}
 	return "", fmt.Errorf("%s: no package comment", dir)
 }
