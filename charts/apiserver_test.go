@@ -477,3 +477,78 @@ func TestInterpreterServesWithChartCertificate(t *testing.T) {
 	g.Expect(answer.Response.Successful).To(BeTrue())
 	g.Expect(answer.Response.Healthy).NotTo(BeNil())
 }
+
+// TestCertificatesKeptAcrossUpgrades renders against a cluster that already has the certificate
+// Secrets, as `helm upgrade` does: the charts reuse them (no rotation, the caBundles stay), and
+// an incomplete set is replaced as a whole.
+func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
+	cl, c := cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	secretData := func(g Gomega, objs []*unstructured.Unstructured, ns, name string) map[string][]byte {
+		return mustTyped[corev1.Secret](t, manifests.Find(objs, "Secret", ns, name)).Data
+	}
+	// installed writes a Secret as a previous `helm install` of release left it.
+	installed := func(g Gomega, o *unstructured.Unstructured, release string) {
+		o = o.DeepCopy()
+		o.SetAnnotations(map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": o.GetNamespace()})
+		g.Expect(applyObject(ctx, c, o, false)).To(Succeed())
+	}
+
+	t.Run("lbcf", func(t *testing.T) {
+		g := NewWithT(t)
+		const ns = "lbcf-upgrade"
+		ensureNamespace(ctx, t, c, ns)
+		o := manifests.Options{Helm: helmBinary(t), Chart: lbcfChart, Release: "lbcf", Namespace: ns,
+			Set: []string{"elbDriver.enabled=true", "elbDriver.radware.urls={https://alteon}", "elbDriver.radware.passwordSecret.name=p"}}
+		first, err := manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, name := range []string{"lbcf-webhook-tls", "lbcf-elb-driver-tls"} {
+			installed(g, manifests.Find(first, "Secret", ns, name), "lbcf")
+		}
+		o.Kubeconfig = cl.KubeconfigPath()
+		again, err := manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, name := range []string{"lbcf-webhook-tls", "lbcf-elb-driver-tls"} {
+			g.Expect(secretData(g, again, ns, name)).To(Equal(secretData(g, first, ns, name)), name)
+		}
+		caBundle := func(objs []*unstructured.Unstructured) string {
+			hooks, _, _ := unstructured.NestedSlice(manifests.Find(objs, "ValidatingWebhookConfiguration", "", "lbcf").Object, "webhooks")
+			return hooks[0].(map[string]any)["clientConfig"].(map[string]any)["caBundle"].(string)
+		}
+		g.Expect(caBundle(again)).To(Equal(caBundle(first)))
+
+		// Without the driver's certificate the set is incomplete: everything is made anew.
+		g.Expect(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lbcf-elb-driver-tls"}})).To(Succeed())
+		renewed, err := manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(caBundle(renewed)).NotTo(Equal(caBundle(first)))
+		tls, drv := secretData(g, renewed, ns, "lbcf-webhook-tls"), secretData(g, renewed, ns, "lbcf-elb-driver-tls")
+		g.Expect(verifyServing(tls["ca.crt"], drv["tls.crt"], "lbcf-elb-driver."+ns+".svc")).To(Succeed())
+	})
+
+	t.Run("lbfed", func(t *testing.T) {
+		g := NewWithT(t)
+		const ns = "lbfed-upgrade"
+		ensureNamespace(ctx, t, c, ns)
+		o := manifests.Options{Helm: helmBinary(t), Chart: lbfedChart, Release: lbfedRelease, Namespace: ns}
+		first, err := manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, name := range []string{"lbfed-interpreter-tls", "lbfed-member-webhook-tls"} {
+			installed(g, manifests.Find(first, "Secret", ns, name), lbfedRelease)
+		}
+		o.Kubeconfig = cl.KubeconfigPath()
+		again, err := manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		before, err := manifests.SplitLBFed(first)
+		g.Expect(err).NotTo(HaveOccurred())
+		after, err := manifests.SplitLBFed(again)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(secretData(g, after.Host, ns, "lbfed-interpreter-tls")).To(Equal(secretData(g, before.Host, ns, "lbfed-interpreter-tls")))
+		g.Expect(secretData(g, after.Karmada, "lbfed-system", "lbcf-controller-webhook-tls")).To(Equal(secretData(g, before.Karmada, "lbfed-system", "lbcf-controller-webhook-tls")))
+		riwc := func(s *manifests.Split) any {
+			return manifests.Find(s.Karmada, "ResourceInterpreterWebhookConfiguration", "", "lbfed-interpreter").Object["webhooks"]
+		}
+		g.Expect(riwc(after)).To(Equal(riwc(before)))
+	})
+}

@@ -92,6 +92,9 @@ type Options struct {
 	Set []string
 	// IncludeCRDs renders the chart's crds/ folder too (the lbcf chart's CRDs).
 	IncludeCRDs bool
+	// Kubeconfig, when set, renders against that cluster (helm --dry-run=server): the charts'
+	// lookups see the certificate Secrets already there and reuse them, as `helm upgrade` does.
+	Kubeconfig string
 }
 
 // Render runs helm template and decodes the documents.
@@ -102,6 +105,9 @@ func Render(ctx context.Context, o Options) ([]*unstructured.Unstructured, error
 	args := []string{"template", o.Release, o.Chart, "--namespace", o.Namespace}
 	if o.IncludeCRDs {
 		args = append(args, "--include-crds")
+	}
+	if o.Kubeconfig != "" {
+		args = append(args, "--dry-run=server", "--kubeconfig", o.Kubeconfig)
 	}
 	for _, f := range o.ValuesFiles {
 		args = append(args, "--values", f)
