@@ -497,45 +497,46 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 
 	t.Run("lbcf", func(t *testing.T) {
 		g := NewWithT(t)
-		const ns = "lbcf-upgrade"
+		// A release of its own: cluster-scoped names must not meet the other tests' objects.
+		const ns, release = "lbcf-upgrade", "lbcf-upgrade"
 		ensureNamespace(ctx, t, c, ns)
-		o := manifests.Options{Helm: helmBinary(t), Chart: lbcfChart, Release: "lbcf", Namespace: ns,
+		o := manifests.Options{Helm: helmBinary(t), Chart: lbcfChart, Release: release, Namespace: ns,
 			Set: []string{"elbDriver.enabled=true", "elbDriver.radware.urls={https://alteon}", "elbDriver.radware.passwordSecret.name=p"}}
 		first, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{"lbcf-webhook-tls", "lbcf-elb-driver-tls"} {
-			installed(g, manifests.Find(first, "Secret", ns, name), "lbcf")
+		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls"} {
+			installed(g, manifests.Find(first, "Secret", ns, name), release)
 		}
 		o.Kubeconfig = cl.KubeconfigPath()
 		again, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{"lbcf-webhook-tls", "lbcf-elb-driver-tls"} {
+		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls"} {
 			g.Expect(secretData(g, again, ns, name)).To(Equal(secretData(g, first, ns, name)), name)
 		}
 		caBundle := func(objs []*unstructured.Unstructured) string {
-			hooks, _, _ := unstructured.NestedSlice(manifests.Find(objs, "ValidatingWebhookConfiguration", "", "lbcf").Object, "webhooks")
+			hooks, _, _ := unstructured.NestedSlice(manifests.Find(objs, "ValidatingWebhookConfiguration", "", release).Object, "webhooks")
 			return hooks[0].(map[string]any)["clientConfig"].(map[string]any)["caBundle"].(string)
 		}
 		g.Expect(caBundle(again)).To(Equal(caBundle(first)))
 
 		// Without the driver's certificate the set is incomplete: everything is made anew.
-		g.Expect(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lbcf-elb-driver-tls"}})).To(Succeed())
+		g.Expect(c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: release + "-elb-driver-tls"}})).To(Succeed())
 		renewed, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(caBundle(renewed)).NotTo(Equal(caBundle(first)))
-		tls, drv := secretData(g, renewed, ns, "lbcf-webhook-tls"), secretData(g, renewed, ns, "lbcf-elb-driver-tls")
-		g.Expect(verifyServing(tls["ca.crt"], drv["tls.crt"], "lbcf-elb-driver."+ns+".svc")).To(Succeed())
+		tls, drv := secretData(g, renewed, ns, release+"-webhook-tls"), secretData(g, renewed, ns, release+"-elb-driver-tls")
+		g.Expect(verifyServing(tls["ca.crt"], drv["tls.crt"], release+"-elb-driver."+ns+".svc")).To(Succeed())
 	})
 
 	t.Run("lbfed", func(t *testing.T) {
 		g := NewWithT(t)
-		const ns = "lbfed-upgrade"
+		const ns, release = "lbfed-upgrade", "lbfed-upgrade"
 		ensureNamespace(ctx, t, c, ns)
-		o := manifests.Options{Helm: helmBinary(t), Chart: lbfedChart, Release: lbfedRelease, Namespace: ns}
+		o := manifests.Options{Helm: helmBinary(t), Chart: lbfedChart, Release: release, Namespace: ns}
 		first, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{"lbfed-interpreter-tls", "lbfed-member-webhook-tls"} {
-			installed(g, manifests.Find(first, "Secret", ns, name), lbfedRelease)
+		for _, name := range []string{release + "-interpreter-tls", release + "-member-webhook-tls"} {
+			installed(g, manifests.Find(first, "Secret", ns, name), release)
 		}
 		o.Kubeconfig = cl.KubeconfigPath()
 		again, err := manifests.Render(ctx, o)
@@ -544,10 +545,10 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		after, err := manifests.SplitLBFed(again)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(secretData(g, after.Host, ns, "lbfed-interpreter-tls")).To(Equal(secretData(g, before.Host, ns, "lbfed-interpreter-tls")))
+		g.Expect(secretData(g, after.Host, ns, release+"-interpreter-tls")).To(Equal(secretData(g, before.Host, ns, release+"-interpreter-tls")))
 		g.Expect(secretData(g, after.Karmada, "lbfed-system", "lbcf-controller-webhook-tls")).To(Equal(secretData(g, before.Karmada, "lbfed-system", "lbcf-controller-webhook-tls")))
 		riwc := func(s *manifests.Split) any {
-			return manifests.Find(s.Karmada, "ResourceInterpreterWebhookConfiguration", "", "lbfed-interpreter").Object["webhooks"]
+			return manifests.Find(s.Karmada, "ResourceInterpreterWebhookConfiguration", "", release+"-interpreter").Object["webhooks"]
 		}
 		g.Expect(riwc(after)).To(Equal(riwc(before)))
 	})
