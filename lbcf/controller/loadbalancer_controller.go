@@ -35,6 +35,9 @@ type LoadBalancerReconciler struct {
 	backoff *backoff
 	mu      sync.Mutex
 	ensured map[types.UID]time.Time // last successful ensure, for policy Always
+	// deleted remembers load balancers the driver deleted, so that a reconcile that still sees
+	// the finalizer in a lagging cache removes it again without calling the driver twice.
+	deleted map[types.NamespacedName]types.UID
 }
 
 // SetupWithManager registers the reconciler.
@@ -42,6 +45,7 @@ func (r *LoadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
+	r.deleted = map[types.NamespacedName]types.UID{}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("loadbalancer").
 		For(&lbcfv1beta1.LoadBalancer{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted{}))).
@@ -66,6 +70,9 @@ func (r *LoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindLoadBalancer, time.Now())
 	lb := &lbcfv1beta1.LoadBalancer{}
 	if err := r.Get(ctx, req.NamespacedName, lb); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetDeleted(req)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	w := writer{r.Client, r.DryRun, r.Metrics}
@@ -230,6 +237,12 @@ func (r *LoadBalancerReconciler) delete(ctx context.Context, w writer, lb *lbcfv
 	if !controllerutil.ContainsFinalizer(lb, lbcfv1beta1.FinalizerDeleteLB) {
 		return ctrl.Result{}, nil
 	}
+	r.mu.Lock()
+	done := r.deleted[client.ObjectKeyFromObject(lb)] == lb.UID
+	r.mu.Unlock()
+	if done {
+		return ctrl.Result{}, r.removeFinalizer(ctx, w, lb)
+	}
 	// Unlike the original, deletion waits until every backend was deregistered (the
 	// BackendGroup reconcilers delete the records of a deleting LoadBalancer), so the driver never
 	// sees backends of a load balancer it already deleted.
@@ -271,14 +284,13 @@ func (r *LoadBalancerReconciler) delete(ctx context.Context, w writer, lb *lbcfv
 		return ctrl.Result{}, nil
 	}
 	if o.status == driver.StatusSucc {
-		orig := lb.DeepCopy()
-		controllerutil.RemoveFinalizer(lb, lbcfv1beta1.FinalizerDeleteLB)
-		if err := w.do(ctx, lb, "Update", func() error { return r.Patch(ctx, lb, client.MergeFrom(orig)) }); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
 		r.mu.Lock()
 		delete(r.ensured, lb.UID)
+		r.deleted[client.ObjectKeyFromObject(lb)] = lb.UID
 		r.mu.Unlock()
+		if err := r.removeFinalizer(ctx, w, lb); err != nil {
+			return ctrl.Result{}, err
+		}
 	} else {
 		r.event(lb, o, "DeleteLoadBalancer")
 	}
@@ -336,4 +348,20 @@ func (deletionStarted) Update(e event.UpdateEvent) bool {
 		return false
 	}
 	return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+}
+
+func (r *LoadBalancerReconciler) removeFinalizer(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer) error {
+	orig := lb.DeepCopy()
+	controllerutil.RemoveFinalizer(lb, lbcfv1beta1.FinalizerDeleteLB)
+	if err := w.do(ctx, lb, "Update", func() error { return r.Patch(ctx, lb, client.MergeFrom(orig)) }); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+// forgetDeleted drops the memory of a load balancer that is gone.
+func (r *LoadBalancerReconciler) forgetDeleted(req ctrl.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.deleted, req.NamespacedName)
 }

@@ -1,0 +1,134 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Example is the demo application: a Deployment spread over the members and a BackendGroup
+// registering its pods on one VIP of the shared front end.
+type Example struct {
+	Namespace string
+	// VIP and Port of the LoadBalancer on the simulated Alteon (a loopback address).
+	VIP  string
+	Port int
+	// Replicas of the Deployment, divided between the members.
+	Replicas int
+	// Members the example is propagated to.
+	Members []string
+}
+
+var exampleTemplate = template.Must(template.New("example").Parse(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: {{.Namespace}}}
+---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancerDriver
+metadata: {name: radware, namespace: {{.Namespace}}}
+spec:
+  driverType: Webhook
+  url: {{.DriverURL}}
+  webhooks:
+  - {name: validateLoadBalancer, timeout: 10s}
+  - {name: createLoadBalancer, timeout: 1m}
+  - {name: ensureLoadBalancer, timeout: 1m}
+  - {name: deleteLoadBalancer, timeout: 1m}
+  - {name: validateBackend, timeout: 10s}
+  - {name: generateBackendAddr, timeout: 10s}
+  - {name: ensureBackend, timeout: 1m}
+  - {name: deregisterBackend, timeout: 1m}
+---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancer
+metadata: {name: web-vip, namespace: {{.Namespace}}}
+spec:
+  lbDriver: radware
+  lbSpec: {vip: "{{.VIP}}", port: "{{.Port}}", protocol: TCP, method: rr}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: {{.Namespace}}}
+spec:
+  replicas: {{.Replicas}}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: registry.example/web:1
+        ports: [{containerPort: 8080}]
+---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: BackendGroup
+metadata: {name: web, namespace: {{.Namespace}}}
+spec:
+  loadBalancers: [web-vip]
+  pods:
+    byLabel: {selector: {app: web}}
+    ports: [{port: 8080, protocol: TCP}]
+  parameters: {weight: "1"}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: {{.Namespace}}}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
+  placement:
+    clusterAffinity:
+      clusterNames: [{{range $i, $m := .Members}}{{if $i}}, {{end}}{{$m}}{{end}}]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+{{- range .Members}}
+        - {targetCluster: {clusterNames: [{{.}}]}, weight: 1}
+{{- end}}
+`))
+
+// Objects returns the example's objects for the Karmada API server.
+func (e Example) Objects(d *Deployment) ([]*unstructured.Unstructured, error) {
+	var b strings.Builder
+	if err := exampleTemplate.Execute(&b, struct {
+		Example
+		DriverURL string
+	}{e, d.DriverURL}); err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(b.String()), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			break
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}
+
+// Apply creates the example on the Karmada API server.
+func (e Example) Apply(ctx context.Context, karmada client.Client, d *Deployment) error {
+	objs, err := e.Objects(d)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := Apply(ctx, karmada, o); err != nil {
+			return fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+//go:build e2e
+
+package federation_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbfed/lbfed/e2e/deploy"
+	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = lbcfv1beta1.AddToScheme(s)
+	return s
+}()
+
+type world struct {
+	t       *testing.T
+	g       Gomega
+	ctx     context.Context
+	topo    *localup.Topology
+	karmada client.Client
+	members map[string]client.Client
+	ex      deploy.Example
+}
+
+func newWorld(t *testing.T) *world {
+	topo := testenv.Topology(t)
+	w := &world{t: t, g: NewWithT(t), ctx: context.Background(), topo: topo, members: map[string]client.Client{}}
+	var err error
+	w.karmada, err = client.New(topo.KarmadaConfig(), client.Options{Scheme: scheme})
+	w.g.Expect(err).NotTo(HaveOccurred())
+	for _, m := range topo.Members() {
+		c, err := client.New(m.RESTConfig(), client.Options{Scheme: scheme})
+		w.g.Expect(err).NotTo(HaveOccurred())
+		w.members[m.Name()] = c
+	}
+	return w
+}
+
+// readyPods returns "ip:port" of the example's Ready pods in a member.
+func (w *world) readyPods(member string) []string {
+	list := &corev1.PodList{}
+	if err := w.members[member].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"}); err != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range list.Items {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		if ready && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			out = append(out, p.Status.PodIP+":8080")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// registered returns the backend addresses registered for a member (its Registered records on
+// the Karmada API server).
+func (w *world) registered(member string) []string {
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := w.karmada.List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{lbcfv1beta1.LabelCluster: member}); err != nil {
+		return nil
+	}
+	out := []string{}
+	for _, br := range list.Items {
+		if br.IsRegistered() && br.DeletionTimestamp == nil {
+			out = append(out, br.Status.BackendAddr)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// clustersBehindVIP sends n requests through the VIP and returns which members answered.
+func (w *world) clustersBehindVIP(n int) map[string]int {
+	seen := map[string]int{}
+	// One connection per request: an L4 balancer sends a whole connection to one backend.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := 0; i < n; i++ {
+		rsp, err := hc.Get(fmt.Sprintf("http://%s:%d/", w.ex.VIP, w.ex.Port))
+		if err != nil {
+			continue
+		}
+		var body struct {
+			Cluster string `json:"cluster"`
+		}
+		_ = json.NewDecoder(rsp.Body).Decode(&body)
+		rsp.Body.Close()
+		seen[body.Cluster]++
+	}
+	return seen
+}
+
+func (w *world) process(name string) *localup.Process {
+	for _, p := range w.topo.Processes() {
+		if p.Name == name {
+			return p
+		}
+	}
+	for _, m := range w.topo.Members() {
+		for _, p := range m.Processes() {
+			if p.Name == name {
+				return p
+			}
+		}
+	}
+	w.t.Fatalf("no process %s", name)
+	return nil
+}
+
+// metric sums the samples of a federation metric whose labels contain every match.
+func metric(url, name string, match ...string) float64 {
+	rsp, err := http.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer rsp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(rsp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(line, m)
+		}
+		if ok {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	_, _ = io.Copy(io.Discard, rsp.Body)
+	return sum
+}
+
+const wait = 2 * time.Minute
+
+func TestFederatedLoadBalancing(t *testing.T) {
+	w := newWorld(t)
+	g := w.g
+	w.ex = deploy.Example{Namespace: "e2e-web", VIP: fmt.Sprintf("127.3.%d.%d", rand.IntN(250), rand.IntN(250)+1), Port: 80, Replicas: 4, Members: []string{"m1", "m2"}}
+	g.Expect(w.ex.Apply(w.ctx, w.karmada, lbfed)).To(Succeed())
+
+	matches := func(member string) func(g Gomega) {
+		return func(g Gomega) {
+			pods := w.readyPods(member)
+			g.Expect(pods).NotTo(BeEmpty())
+			g.Expect(w.registered(member)).To(Equal(pods))
+		}
+	}
+	t.Run("every Ready pod of both members is registered on the one VIP", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Eventually(matches("m1"), wait, time.Second).Should(Succeed())
+		g.Eventually(matches("m2"), wait, time.Second).Should(Succeed())
+		g.Expect(len(w.readyPods("m1")) + len(w.readyPods("m2"))).To(Equal(4))
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(And(HaveKey("m1"), HaveKey("m2")),
+			"traffic through the VIP reaches pods of both members")
+		g.Expect(metric(lbfed.FederationMetrics, "webhook_calls", `webhook_name="createLoadBalancer"`, w.ex.Namespace+"/radware")).To(Equal(1.0),
+			"the load balancer is created once, whatever the number of members")
+	})
+
+	t.Run("scaling adds exactly the new member's backends", func(t *testing.T) {
+		g := NewWithT(t)
+		before := map[string][]string{"m1": w.registered("m1"), "m2": w.registered("m2")}
+		dep := &appsv1.Deployment{}
+		g.Expect(w.karmada.Get(w.ctx, client.ObjectKey{Namespace: w.ex.Namespace, Name: "web"}, dep)).To(Succeed())
+		five := int32(5)
+		dep.Spec.Replicas = &five
+		g.Expect(w.karmada.Update(w.ctx, dep)).To(Succeed())
+		g.Eventually(func() int { return len(w.readyPods("m1")) + len(w.readyPods("m2")) }, wait, time.Second).Should(Equal(5))
+		g.Eventually(matches("m1"), wait, time.Second).Should(Succeed())
+		g.Eventually(matches("m2"), wait, time.Second).Should(Succeed())
+		grown, same := "m1", "m2"
+		if len(w.registered("m2")) > len(before["m2"]) {
+			grown, same = "m2", "m1"
+		}
+		g.Expect(w.registered(same)).To(Equal(before[same]), "the other member's backends are untouched")
+		g.Expect(w.registered(grown)).To(HaveLen(len(before[grown]) + 1))
+		g.Expect(w.registered(grown)).To(ContainElements(before[grown]))
+	})
+
+	t.Run("a member pod turning NotReady is deregistered", func(t *testing.T) {
+		g := NewWithT(t)
+		list := &corev1.PodList{}
+		g.Expect(w.members["m1"].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"})).To(Succeed())
+		g.Expect(list.Items).NotTo(BeEmpty())
+		p := list.Items[0]
+		for i, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				p.Status.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+		g.Expect(w.members["m1"].Status().Update(w.ctx, &p)).To(Succeed())
+		g.Eventually(w.registered, wait).WithArguments("m1").ShouldNot(ContainElement(p.Status.PodIP+":8080"))
+	})
+
+	t.Run("a member whose API server stops is deregistered after the grace period, and comes back", func(t *testing.T) {
+		g := NewWithT(t)
+		apiserver := w.process("m2-apiserver")
+		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGSTOP)).To(Succeed())
+		stopped := true
+		defer func() {
+			if stopped {
+				_ = syscall.Kill(apiserver.PID(), syscall.SIGCONT)
+			}
+		}()
+		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments("m2").Should(BeEmpty())
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(HaveKey("m1"), Not(HaveKey("m2"))))
+		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGCONT)).To(Succeed())
+		stopped = false
+		// Meanwhile m2's node lifecycle controller marked its pods NotReady (node leases ran out);
+		// kwok does not re-report them as a kubelet would, so do it in its place.
+		g.Eventually(func(g Gomega) {
+			list := &corev1.PodList{}
+			g.Expect(w.members["m2"].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"})).To(Succeed())
+			g.Expect(list.Items).NotTo(BeEmpty())
+			for i := range list.Items {
+				p := &list.Items[i]
+				for j, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+						p.Status.Conditions[j].Status = corev1.ConditionTrue
+						g.Expect(w.members["m2"].Status().Update(w.ctx, p)).To(Succeed())
+					}
+				}
+			}
+		}, wait, time.Second).Should(Succeed())
+		g.Eventually(matches("m2"), 4*time.Minute, 2*time.Second).Should(Succeed())
+	})
+
+	t.Run("deleting the group deregisters all, deleting the load balancer removes it once", func(t *testing.T) {
+		g := NewWithT(t)
+		bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: w.ex.Namespace, Name: "web"}}
+		g.Expect(w.karmada.Delete(w.ctx, bg)).To(Succeed())
+		g.Eventually(func() int { return len(w.registered("m1")) + len(w.registered("m2")) }, wait, time.Second).Should(BeZero())
+		lb := &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: w.ex.Namespace, Name: "web-vip"}}
+		g.Expect(w.karmada.Delete(w.ctx, lb)).To(Succeed())
+		g.Eventually(func() bool {
+			return w.karmada.Get(w.ctx, client.ObjectKeyFromObject(lb), &lbcfv1beta1.LoadBalancer{}) != nil
+		}, wait, time.Second).Should(BeTrue())
+		g.Expect(metric(lbfed.FederationMetrics, "webhook_calls", `webhook_name="deleteLoadBalancer"`, w.ex.Namespace+"/radware")).To(Equal(1.0))
+		g.Expect(w.clustersBehindVIP(3)).To(BeEmpty(), "the VIP is gone from the device")
+	})
+}

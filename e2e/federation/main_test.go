@@ -1,0 +1,49 @@
+//go:build e2e
+
+// Package federation_test is the end-to-end suite of the federation: Karmada + two members as
+// local processes (e2e/localup), lbfed deployed on them as processes (e2e/deploy), the Radware
+// driver over a simulated Alteon HA pair as the shared front end, and traffic through its VIP
+// reaching pods of both members. Run with `make test-e2e`.
+package federation_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lbfed/lbfed/e2e/deploy"
+	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/e2e/localup/binaries"
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/lbcf/api/crd"
+)
+
+var lbfed *deploy.Deployment
+
+func TestMain(m *testing.M) {
+	crds, err := crd.CRDs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lbfed CRDs:", err)
+		os.Exit(1)
+	}
+	testenv.MainTopology(m, localup.TopologyOptions{CRDs: crds, AfterReady: []func(context.Context, *localup.Topology) error{startLbfed}})
+}
+
+// grace is the federation's NotReady grace period in this suite.
+const grace = 10 * time.Second
+
+func startLbfed(ctx context.Context, t *localup.Topology) error {
+	root, err := binaries.RepoRoot()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(t.Dir(), "lbfed-bin")
+	if err := deploy.Build(ctx, root, bin); err != nil {
+		return err
+	}
+	lbfed, err = deploy.Start(ctx, t, deploy.Options{Bin: bin, Grace: grace})
+	return err
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbfed/lbfed/e2e/deploy"
+	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/e2e/localup/binaries"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// The demo of `make up`: lbfed on the topology, and an example application whose pods in both
+// members are registered on one VIP of the simulated Alteon pair.
+func init() { afterReady = append(afterReady, startDemo) }
+
+// demoInfo is what the demo leaves in the run folder for printUsage.
+type demoInfo struct {
+	Namespace string `json:"namespace"`
+	VIP       string `json:"vip"`
+	Port      int    `json:"port"`
+	DriverURL string `json:"driverURL"`
+	Alteon    string `json:"alteonControl"`
+}
+
+func demoPath(dir string) string { return filepath.Join(dir, "lbfed", "demo.json") }
+
+func startDemo(ctx context.Context, t *localup.Topology) error {
+	root, err := binaries.RepoRoot()
+	if err != nil {
+		return err
+	}
+	fmt.Println("building lbfed ...")
+	bin := filepath.Join(t.Dir(), "lbfed-bin")
+	if err := deploy.Build(ctx, root, bin); err != nil {
+		return err
+	}
+	fmt.Println("starting lbfed (lbfed-controller, lbcf-controller in every member, elb-driver, alteon-sim) ...")
+	d, err := deploy.Start(ctx, t, deploy.Options{Bin: bin})
+	if err != nil {
+		return err
+	}
+	var members []string
+	for _, m := range t.Members() {
+		members = append(members, m.Name())
+	}
+	ex := deploy.Example{Namespace: "demo", VIP: "127.0.0.100", Port: 80, Replicas: 4, Members: members}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = lbcfv1beta1.AddToScheme(scheme)
+	kc, err := client.New(t.KarmadaConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	fmt.Println("creating the example: LoadBalancer on 127.0.0.100:80, Deployment + BackendGroup in every member ...")
+	if err := ex.Apply(ctx, kc, d); err != nil {
+		return err
+	}
+	if err := waitBothMembersServe(ctx, ex, members); err != nil {
+		return err
+	}
+	info := demoInfo{Namespace: ex.Namespace, VIP: ex.VIP, Port: ex.Port, DriverURL: d.DriverURL, Alteon: d.AlteonControl}
+	b, _ := json.MarshalIndent(info, "", "  ")
+	return os.WriteFile(demoPath(t.Dir()), b, 0o644)
+}
+
+// waitBothMembersServe waits until requests through the VIP are answered by every member.
+func waitBothMembersServe(ctx context.Context, ex deploy.Example, members []string) error {
+	// One connection per request: an L4 balancer sends a whole connection to one backend.
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(4 * time.Minute)
+	seen := map[string]bool{}
+	for time.Now().Before(deadline) {
+		rsp, err := hc.Get(fmt.Sprintf("http://%s:%d/", ex.VIP, ex.Port))
+		if err == nil {
+			var a struct {
+				Cluster string `json:"cluster"`
+			}
+			_ = json.NewDecoder(rsp.Body).Decode(&a)
+			rsp.Body.Close()
+			seen[a.Cluster] = true
+			if len(seen) == len(members) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the VIP %s:%d did not reach every member in time (answered by %v)", ex.VIP, ex.Port, seen)
+}
