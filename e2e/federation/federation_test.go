@@ -223,7 +223,7 @@ func TestFederatedLoadBalancing(t *testing.T) {
 			}
 		}
 		g.Expect(w.members["m1"].Status().Update(w.ctx, &p)).To(Succeed())
-		g.Eventually(w.registered, wait).WithArguments("m1").ShouldNot(ContainElement(p.Status.PodIP+":8080"))
+		g.Eventually(w.registered, wait).WithArguments("m1").ShouldNot(ContainElement(p.Status.PodIP + ":8080"))
 	})
 
 	t.Run("a member whose API server stops is deregistered after the grace period, and comes back", func(t *testing.T) {
