@@ -55,7 +55,7 @@ tools: localup
 	$(LOCALUP) build
 
 ## up: Karmada + members m1, m2 as local processes, lbfed CRDs installed; prints kubectl usage.
-up: tools
+up: tools $(HELM)
 	$(LOCALUP) up --dir=$(LOCALUP_DIR)
 
 ## down: stop everything `make up` started.

@@ -13,13 +13,10 @@ package propagation_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,16 +27,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/charts/manifests"
+	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -79,141 +72,25 @@ func newClient(t *testing.T, c *localup.Cluster) client.Client {
 	return cl
 }
 
-func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
-	u := o.DeepCopy()
-	js, err := u.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	err = c.Patch(ctx, u, client.RawPatch(types.ApplyPatchType, js), client.ForceOwnership,
-		client.FieldOwner("lbfed-chart"), client.FieldValidation("Strict"))
-	if err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-	}
-	return nil
-}
-
-// impersonating writes a kubeconfig for c acting as a ServiceAccount.
-func impersonating(t *testing.T, c *localup.Cluster, namespace, sa string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	user := cfg.Contexts[cfg.CurrentContext].AuthInfo
-	cfg.AuthInfos[user].Impersonate = "system:serviceaccount:" + namespace + ":" + sa
-	cfg.AuthInfos[user].ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
-	path := filepath.Join(t.TempDir(), c.Name()+"-"+sa+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func start(t *testing.T, topo *localup.Topology, name, bin string, args []string) *localup.Process {
-	t.Helper()
-	p, err := topo.StartProcess(localup.ProcessSpec{Name: name, Path: bin, Args: args, Tier: localup.TierClient})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(p.PID(), syscall.SIGTERM)
-		select {
-		case <-p.Done():
-		case <-time.After(20 * time.Second):
-			_ = syscall.Kill(p.PID(), syscall.SIGKILL)
-		}
-	})
-	return p
-}
-
-func ports(t *testing.T, n int) []int {
-	t.Helper()
-	p, err := localup.FreePorts(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestChartOnKarmada(t *testing.T) {
 	topo := testenv.Topology(t)
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	helm, err := manifests.HelmPath(filepath.Join("..", ".."))
-	g.Expect(err).NotTo(HaveOccurred())
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("helm not built (%v): run `make helm-lint`", err)
-	}
+	root := filepath.Join("..", "..")
 	bin := t.TempDir()
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./cmd/lbfed-controller", "./cmd/lbcf-controller")
-	build.Dir = filepath.Join("..", "..")
+	build.Dir = root
 	out, err := build.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 
-	members := topo.Members()
-	p := ports(t, 3+3*len(members))
-	interpreterPort, fedMetrics, fedProbes := p[0], p[1], p[2]
-	set := []string{
-		"karmada.apply=manifests",
-		fmt.Sprintf("controller.interpreter.url=https://127.0.0.1:%d/interpret", interpreterPort),
-		"controller.interpreter.extraIPs={127.0.0.1}",
-		"member.webhook.extraIPs={127.0.0.1}",
-	}
-	webhookPort := map[string]int{}
-	for i, m := range members {
-		webhookPort[m.Name()] = p[3+3*i]
-		set = append(set, fmt.Sprintf("member.webhook.clusterURLs.%s=https://127.0.0.1:%d", m.Name(), webhookPort[m.Name()]))
-	}
-	objs, err := manifests.Render(ctx, manifests.Options{Helm: helm, Chart: filepath.Join("..", "lbfed"), Release: "lbfed", Namespace: "karmada-system", Set: set})
+	// The chart's output applied to karmada-apiserver as its apply Job does, and its workloads
+	// run as processes with their Deployments' arguments, certificates and service accounts.
+	lbfed, err := deploy.InstallLbfed(ctx, topo, deploy.Options{RepoRoot: root, Bin: bin})
 	g.Expect(err).NotTo(HaveOccurred())
-	split, err := manifests.SplitLBFed(objs)
-	g.Expect(err).NotTo(HaveOccurred())
-
-	// karmada-apiserver, as the apply Job does it: CRDs, wait, objects, the interpreter last.
 	kc := newClient(t, topo.Karmada())
-	if err := kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "karmada-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	var riwc *unstructured.Unstructured
-	for _, o := range split.Karmada {
-		switch o.GetKind() {
-		case "ResourceInterpreterWebhookConfiguration":
-			riwc = o
-			continue
-		case "CustomResourceDefinition":
-			g.Expect(apply(ctx, kc, o)).To(Succeed())
-			g.Eventually(func(g Gomega) {
-				crd := &apiextensionsv1.CustomResourceDefinition{}
-				g.Expect(kc.Get(ctx, client.ObjectKey{Name: o.GetName()}, crd)).To(Succeed())
-				established := false
-				for _, c := range crd.Status.Conditions {
-					established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
-				}
-				g.Expect(established).To(BeTrue())
-			}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
-			continue
-		}
-		g.Expect(apply(ctx, kc, o)).To(Succeed())
-	}
-
-	// lbfed-controller with the host Deployment's arguments, the interpreter certificate and only
-	// the chart's RBAC in karmada-apiserver.
-	certDir := filepath.Join(t.TempDir(), "interpreter-tls")
-	g.Expect(manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", "karmada-system", "lbfed-interpreter-tls"), certDir)).To(Succeed())
-	args, err := manifests.ContainerArgs(manifests.Find(split.Host, "Deployment", "karmada-system", "lbfed-controller"), "lbfed-controller")
-	g.Expect(err).NotTo(HaveOccurred())
-	args = manifests.SetFlags(args, map[string]string{
-		"kubeconfig":                           impersonating(t, topo.Karmada(), "karmada-system", "lbfed-controller"),
-		"interpreter-cert-dir":                 certDir,
-		"interpreter-bind-address":             "127.0.0.1:" + strconv.Itoa(interpreterPort),
-		"federation-metrics-bind-address":      "127.0.0.1:" + strconv.Itoa(fedMetrics),
-		"federation-health-probe-bind-address": "127.0.0.1:" + strconv.Itoa(fedProbes),
-	})
-	lbfed := start(t, topo, "lbfed-controller", filepath.Join(bin, "lbfed-controller"), args)
-	g.Expect(apply(ctx, kc, riwc)).To(Succeed())
+	members := topo.Members()
 
 	// What every member gets from the propagation policy: the CRDs, the member components and
 	// the webhooks (with the override's URL), which karmada-apiserver itself never has.
@@ -228,7 +105,6 @@ func TestChartOnKarmada(t *testing.T) {
 	}
 	for _, m := range members {
 		mc := newClient(t, m)
-		base := fmt.Sprintf("https://127.0.0.1:%d/", webhookPort[m.Name()])
 		g.Eventually(func(g Gomega) {
 			for _, crd := range []string{"backendgroups", "backendrecords", "loadbalancerdrivers", "loadbalancers"} {
 				g.Expect(mc.Get(ctx, client.ObjectKey{Name: crd + ".lbcf.tkestack.io"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
@@ -242,35 +118,9 @@ func TestChartOnKarmada(t *testing.T) {
 			g.Expect(mc.Get(ctx, client.ObjectKey{Name: "lbfed-lbcf-controller"}, vw)).To(Succeed())
 			g.Expect(vw.Webhooks).To(HaveLen(3))
 			for _, w := range vw.Webhooks {
-				g.Expect(*w.ClientConfig.URL).To(HavePrefix(base))
+				g.Expect(*w.ClientConfig.URL).To(HavePrefix("https://127.0.0.1:"), "the override's per-member URL")
 			}
 		}).WithTimeout(timeout).WithPolling(poll).Should(Succeed(), "member %s", m.Name())
-	}
-
-	// lbcf-controller --mode=member in every member, from what Karmada put there.
-	for i, m := range members {
-		mc := newClient(t, m)
-		d := &unstructured.Unstructured{}
-		d.SetAPIVersion("apps/v1")
-		d.SetKind("Deployment")
-		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller"}, d)).To(Succeed())
-		secret := &unstructured.Unstructured{}
-		secret.SetAPIVersion("v1")
-		secret.SetKind("Secret")
-		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-webhook-tls"}, secret)).To(Succeed())
-		dir := filepath.Join(t.TempDir(), m.Name()+"-tls")
-		g.Expect(manifests.WriteSecretFiles(secret, dir)).To(Succeed())
-		args, err := manifests.ContainerArgs(d, "lbcf-controller")
-		g.Expect(err).NotTo(HaveOccurred())
-		args = manifests.SetFlags(args, map[string]string{
-			"kubeconfig":                impersonating(t, m, ns, "lbcf-controller"),
-			"cert-dir":                  dir,
-			"webhook-host":              "127.0.0.1",
-			"webhook-port":              strconv.Itoa(webhookPort[m.Name()]),
-			"metrics-bind-address":      "127.0.0.1:" + strconv.Itoa(p[4+3*i]),
-			"health-probe-bind-address": "127.0.0.1:" + strconv.Itoa(p[5+3*i]),
-		})
-		start(t, topo, "lbcf-controller-"+m.Name(), filepath.Join(bin, "lbcf-controller"), args)
 	}
 
 	// A BackendGroup federated to both members: admitted by each member's webhooks, reported by
@@ -312,8 +162,14 @@ func TestChartOnKarmada(t *testing.T) {
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 
 	// The federation controller ran with only the chart's RBAC in karmada-apiserver.
+	var lbfedLog string
+	for _, p := range lbfed.Processes {
+		if p.Name == "lbfed-controller" {
+			lbfedLog = p.LogPath
+		}
+	}
 	g.Eventually(func(g Gomega) {
-		data, err := os.ReadFile(lbfed.LogPath)
+		data, err := os.ReadFile(lbfedLog)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(strings.Count(string(data), "Starting workers")).To(Equal(4))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())

@@ -1,8 +1,11 @@
-// Package deploy runs lbfed on a localup topology as local processes, the way the lbfed Helm
-// chart runs it in clusters: lbfed-controller (Karmada resource interpreter + federation) next to
-// the Karmada API server, lbcf-controller --mode=member in every member, and, as the shared front
-// end, a simulated Radware Alteon HA pair with elb-driver. It is used by `make up` (the demo) and
-// by the end-to-end suites.
+// Package deploy runs lbfed on a localup topology as local processes, installed from the lbfed
+// Helm chart's rendered manifests as a platform team would install it: the chart's objects go
+// to the Karmada API server (CRDs, RBAC, the resource interpreter registration, and a
+// ClusterPropagationPolicy that brings the CRDs and lbcf-controller --mode=member to every
+// member), and where a kubelet would run the chart's Deployments, their containers run as
+// processes with the same arguments, certificates and service-account permissions. The shared
+// front end is a simulated Radware Alteon HA pair with elb-driver. Used by `make up` (the demo)
+// and the end-to-end suites.
 package deploy
 
 import (
@@ -11,7 +14,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,10 +21,18 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/e2e/localup"
 )
 
@@ -45,6 +55,8 @@ func Build(ctx context.Context, repoRoot, dir string) error {
 
 // Options configure Start.
 type Options struct {
+	// RepoRoot is the repository (for the chart and the pinned helm).
+	RepoRoot string
 	// Bin is the folder holding Binaries.
 	Bin string
 	// Grace is the federation's NotReady grace period (default 20s: short, for demos and tests).
@@ -63,10 +75,25 @@ type Deployment struct {
 	AlteonControl string
 	// FederationMetrics is lbfed-controller's federation /metrics URL.
 	FederationMetrics string
+	// Processes are lbfed's processes (the chart's workloads and the front end).
+	Processes []*localup.Process
 }
 
-// Start starts lbfed's processes into the topology (they are stopped with it) and registers its
-// interpreter with Karmada and its admission webhooks with each member.
+// Namespaces of the chart's workloads.
+const (
+	ControlPlaneNamespace = "karmada-system"
+	MemberNamespace       = "lbfed-system"
+)
+
+// Scheme knows the kinds deploy reads.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	return s
+}()
+
+// Start installs lbfed and starts the front end; everything runs until the topology stops.
 func Start(ctx context.Context, t *localup.Topology, opts Options) (*Deployment, error) {
 	if opts.Grace <= 0 {
 		opts.Grace = 20 * time.Second
@@ -74,172 +101,333 @@ func Start(ctx context.Context, t *localup.Topology, opts Options) (*Deployment,
 	if opts.DrainPeriod <= 0 {
 		opts.DrainPeriod = time.Second
 	}
-	for _, b := range Binaries {
-		if _, err := os.Stat(filepath.Join(opts.Bin, b)); err != nil {
-			return nil, fmt.Errorf("lbfed binary %s: %w (run deploy.Build or make build)", b, err)
-		}
-	}
-	dir := filepath.Join(t.Dir(), "lbfed")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := haveBinaries(opts.Bin, Binaries...); err != nil {
 		return nil, err
 	}
-	certs, err := certDir(t.PKI(), filepath.Join(dir, "certs"))
-	if err != nil {
-		return nil, err
-	}
-	members := t.Members()
-	ports, err := localup.FreePorts(9 + 3*len(members))
-	if err != nil {
-		return nil, err
-	}
-	next := func() string { p := ports[0]; ports = ports[1:]; return "127.0.0.1:" + strconv.Itoa(p) }
 	d := &Deployment{}
-	bin := func(name string) string { return filepath.Join(opts.Bin, name) }
-
-	// The shared front end: a simulated Alteon HA pair and the Radware driver.
-	unitA, unitB, control := next(), next(), next()
-	d.AlteonURLs, d.AlteonControl = []string{"http://" + unitA, "http://" + unitB}, "http://"+control
-	if _, err := t.StartProcess(localup.ProcessSpec{Name: "alteon-sim", Path: bin("alteon-sim"), Tier: localup.TierClient, Args: []string{
-		"--listen-a=" + unitA, "--listen-b=" + unitB, "--control=" + control, "--apply-duration=50ms", "--save-duration=10ms", "--sync-duration=20ms",
-	}}); err != nil {
+	if err := d.startFrontEnd(t, opts); err != nil {
 		return nil, err
 	}
-	driverAddr, driverMetrics := next(), next()
-	d.DriverURL = "http://" + driverAddr
-	if _, err := t.StartProcess(localup.ProcessSpec{Name: "elb-driver", Path: bin("elb-driver"), Tier: localup.TierClient,
-		Env: []string{"ALTEON_PASSWORD=admin"},
-		Args: []string{"--backend=radware", "--alteon-urls=" + d.AlteonURLs[0] + "," + d.AlteonURLs[1], "--listen=" + driverAddr,
-			"--metrics-listen=" + driverMetrics, "--radware-drain-period=" + opts.DrainPeriod.String()}}); err != nil {
+	if err := d.installLbfed(ctx, t, opts); err != nil {
 		return nil, err
-	}
-
-	// The control plane: interpreter and federation against the Karmada API server.
-	interp, fedMetrics, fedProbe := next(), next(), next()
-	d.FederationMetrics = "http://" + fedMetrics + "/metrics"
-	interpConfig := filepath.Join(dir, "interpreter-webhook.yaml")
-	if _, err := t.StartProcess(localup.ProcessSpec{Name: "lbfed-controller", Path: bin("lbfed-controller"), Tier: localup.TierClient, Args: []string{
-		"--kubeconfig=" + t.Karmada().KubeconfigPath(),
-		"--interpreter-bind-address=" + interp, "--interpreter-cert-dir=" + certs, "--interpreter-write-config=" + interpConfig,
-		"--federation-leader-elect=false", "--federation-metrics-bind-address=" + fedMetrics, "--federation-health-probe-bind-address=" + fedProbe,
-		"--federation-grace-period=" + opts.Grace.String(), "--federation-min-retry-delay=1s", "--federation-retry-delay-step=1s", "--federation-max-retry-delay=10s",
-	}}); err != nil {
-		return nil, err
-	}
-
-	// Every member: lbcf-controller in member mode, with its admission webhooks.
-	for _, m := range members {
-		hook, metrics, probe := next(), next(), next()
-		_, port, _ := splitPort(hook)
-		if _, err := t.StartProcess(localup.ProcessSpec{Name: "lbcf-controller-" + m.Name(), Path: bin("lbcf-controller"), Tier: localup.TierClient, Args: []string{
-			"--kubeconfig=" + m.KubeconfigPath(), "--mode=member", "--leader-elect=false",
-			"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probe,
-			"--webhook-host=127.0.0.1", "--webhook-port=" + port, "--cert-dir=" + certs, "--webhook-config-url=https://" + hook,
-		}}); err != nil {
-			return nil, err
-		}
-		if err := waitHTTP(ctx, "http://"+probe+"/readyz", nil); err != nil {
-			return nil, fmt.Errorf("lbcf-controller in %s: %w", m.Name(), err)
-		}
-	}
-
-	pool := t.PKI().CAPEM()
-	if err := waitHTTP(ctx, "https://"+interp+"/readyz", pool); err != nil {
-		return nil, fmt.Errorf("interpreter: %w", err)
-	}
-	if err := waitHTTP(ctx, "http://"+fedProbe+"/readyz", nil); err != nil {
-		return nil, fmt.Errorf("federation: %w", err)
-	}
-	if err := waitHTTP(ctx, "http://"+driverMetrics+"/healthz", nil); err != nil {
-		return nil, fmt.Errorf("elb-driver: %w", err)
-	}
-	kc, err := client.New(t.KarmadaConfig(), client.Options{})
-	if err != nil {
-		return nil, err
-	}
-	if err := ApplyFile(ctx, kc, interpConfig); err != nil {
-		return nil, fmt.Errorf("register the interpreter with Karmada: %w", err)
 	}
 	return d, nil
 }
 
-// certDir puts the run's serving certificate, key and CA where lbfed's servers look for them.
-func certDir(p *localup.PKI, dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+// InstallLbfed installs lbfed alone (no front end): the chart on Karmada and its workloads as
+// processes. It needs lbfed-controller and lbcf-controller in opts.Bin.
+func InstallLbfed(ctx context.Context, t *localup.Topology, opts Options) (*Deployment, error) {
+	if err := haveBinaries(opts.Bin, "lbfed-controller", "lbcf-controller"); err != nil {
+		return nil, err
 	}
-	for from, to := range map[string]string{p.ServingCert: "tls.crt", p.ServingKey: "tls.key", p.CACert: "ca.crt"} {
-		data, err := os.ReadFile(from)
-		if err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(filepath.Join(dir, to), data, 0o600); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
+	d := &Deployment{}
+	return d, d.installLbfed(ctx, t, opts)
 }
 
-func splitPort(addr string) (string, string, error) {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i], addr[i+1:], nil
+func haveBinaries(dir string, names ...string) error {
+	for _, b := range names {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return fmt.Errorf("lbfed binary %s: %w (run deploy.Build or make build)", b, err)
 		}
 	}
-	return "", "", errors.New("no port in " + addr)
+	return nil
 }
 
-// waitHTTP polls url until it answers 200 (2 minutes at most).
-func waitHTTP(ctx context.Context, url string, caPEM []byte) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	if caPEM != nil {
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(caPEM)
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	var last error
-	for time.Now().Before(deadline) {
-		rsp, err := hc.Get(url)
-		if err == nil {
-			rsp.Body.Close()
-			if rsp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("HTTP %d", rsp.StatusCode)
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s not ready: %w", url, last)
-}
-
-// ApplyFile creates or updates every object of a YAML file.
-func ApplyFile(ctx context.Context, c client.Client, path string) error {
-	f, err := os.Open(path)
+func (d *Deployment) start(t *localup.Topology, spec localup.ProcessSpec) error {
+	spec.Tier = localup.TierClient
+	p, err := t.StartProcess(spec)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
+	d.Processes = append(d.Processes, p)
+	return nil
+}
+
+func loopbackPorts(n int) ([]string, error) {
+	ports, err := localup.FreePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i, p := range ports {
+		out[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	return out, nil
+}
+
+// startFrontEnd starts the simulated Alteon pair and the Radware driver.
+func (d *Deployment) startFrontEnd(t *localup.Topology, opts Options) error {
+	a, err := loopbackPorts(5)
+	if err != nil {
+		return err
+	}
+	unitA, unitB, control, driverAddr, driverMetrics := a[0], a[1], a[2], a[3], a[4]
+	d.AlteonURLs, d.AlteonControl = []string{"http://" + unitA, "http://" + unitB}, "http://"+control
+	if err := d.start(t, localup.ProcessSpec{Name: "alteon-sim", Path: filepath.Join(opts.Bin, "alteon-sim"), Args: []string{
+		"--listen-a=" + unitA, "--listen-b=" + unitB, "--control=" + control, "--apply-duration=50ms", "--save-duration=10ms", "--sync-duration=20ms",
+	}}); err != nil {
+		return err
+	}
+	d.DriverURL = "http://" + driverAddr
+	if err := d.start(t, localup.ProcessSpec{Name: "elb-driver", Path: filepath.Join(opts.Bin, "elb-driver"),
+		Env: []string{"ALTEON_PASSWORD=admin"},
+		Args: []string{"--backend=radware", "--alteon-urls=" + d.AlteonURLs[0] + "," + d.AlteonURLs[1], "--listen=" + driverAddr,
+			"--metrics-listen=" + driverMetrics, "--radware-drain-period=" + opts.DrainPeriod.String()}}); err != nil {
+		return err
+	}
+	return waitHTTP(context.Background(), "http://"+driverMetrics+"/healthz", nil)
+}
+
+// installLbfed renders the lbfed chart for local processes, applies it to the Karmada API
+// server and runs its workloads.
+func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts Options) error {
+	helm, err := manifests.HelmPath(opts.RepoRoot)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(helm); err != nil {
+		return fmt.Errorf("helm not built (%v): run `make helm-lint`", err)
+	}
+	members := t.Members()
+	a, err := loopbackPorts(3 + 3*len(members))
+	if err != nil {
+		return err
+	}
+	interp, fedMetrics, fedProbe := a[0], a[1], a[2]
+	d.FederationMetrics = "http://" + fedMetrics + "/metrics"
+	set := []string{
+		"karmada.apply=manifests",
+		"controller.interpreter.url=https://" + interp + "/interpret",
+		"controller.interpreter.extraIPs={127.0.0.1}",
+		"member.webhook.extraIPs={127.0.0.1}",
+		"controller.federation.gracePeriod=" + opts.Grace.String(),
+	}
+	for i, m := range members {
+		set = append(set, fmt.Sprintf("member.webhook.clusterURLs.%s=https://%s", m.Name(), a[3+3*i]))
+	}
+	objs, err := manifests.Render(ctx, manifests.Options{Helm: helm, Chart: filepath.Join(opts.RepoRoot, "charts", "lbfed"),
+		Release: "lbfed", Namespace: ControlPlaneNamespace, Set: set})
+	if err != nil {
+		return err
+	}
+	split, err := manifests.SplitLBFed(objs)
+	if err != nil {
+		return err
+	}
+	kc, err := client.New(t.KarmadaConfig(), client.Options{Scheme: Scheme})
+	if err != nil {
+		return err
+	}
+	if err := kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ControlPlaneNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	// As the chart's apply Job: CRDs (until Established), the other objects, then — once the
+	// interpreter answers — its registration.
+	var riwc *unstructured.Unstructured
+	for _, o := range split.Karmada {
+		switch o.GetKind() {
+		case "ResourceInterpreterWebhookConfiguration":
+			riwc = o
+		case "CustomResourceDefinition":
+			if err := ServerSideApply(ctx, kc, o); err != nil {
+				return err
 			}
-			return err
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		if err := Apply(ctx, c, obj); err != nil {
-			return err
+			if err := waitEstablished(ctx, kc, o.GetName()); err != nil {
+				return err
+			}
+		default:
+			if err := ServerSideApply(ctx, kc, o); err != nil {
+				return err
+			}
 		}
 	}
+	if riwc == nil {
+		return errors.New("the lbfed chart rendered no ResourceInterpreterWebhookConfiguration")
+	}
+
+	// lbfed-controller: the host Deployment's arguments, its certificate Secret, and only the
+	// chart's RBAC in the Karmada API server.
+	run := filepath.Join(t.Dir(), "lbfed")
+	certDir := filepath.Join(run, "interpreter-tls")
+	if err := manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", ControlPlaneNamespace, "lbfed-interpreter-tls"), certDir); err != nil {
+		return err
+	}
+	args, err := manifests.ContainerArgs(manifests.Find(split.Host, "Deployment", ControlPlaneNamespace, "lbfed-controller"), "lbfed-controller")
+	if err != nil {
+		return err
+	}
+	kubeconfig, err := ImpersonatingKubeconfig(t.Karmada(), ControlPlaneNamespace, "lbfed-controller", run)
+	if err != nil {
+		return err
+	}
+	args = manifests.SetFlags(args, map[string]string{
+		"kubeconfig": kubeconfig, "interpreter-cert-dir": certDir, "interpreter-bind-address": interp,
+		"federation-metrics-bind-address": fedMetrics, "federation-health-probe-bind-address": fedProbe,
+		// Quick retries for demos and tests.
+		"federation-min-retry-delay": "1s", "federation-retry-delay-step": "1s", "federation-max-retry-delay": "10s",
+	})
+	if err := d.start(t, localup.ProcessSpec{Name: "lbfed-controller", Path: filepath.Join(opts.Bin, "lbfed-controller"), Args: args}); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, "https://"+interp+"/readyz", t.PKI().CAPEM(), caOf(certDir)); err != nil {
+		return fmt.Errorf("interpreter: %w", err)
+	}
+	if err := waitHTTP(ctx, "http://"+fedProbe+"/readyz", nil); err != nil {
+		return fmt.Errorf("federation: %w", err)
+	}
+	if err := ServerSideApply(ctx, kc, riwc); err != nil {
+		return err
+	}
+
+	// Every member: what the propagation policy put there, run as lbcf-controller --mode=member.
+	for i, m := range members {
+		hook, metrics, probe := a[3+3*i], a[4+3*i], a[5+3*i]
+		mc, err := client.New(m.RESTConfig(), client.Options{Scheme: Scheme})
+		if err != nil {
+			return err
+		}
+		dep, secret := &unstructured.Unstructured{}, &unstructured.Unstructured{}
+		dep.SetAPIVersion("apps/v1")
+		dep.SetKind("Deployment")
+		secret.SetAPIVersion("v1")
+		secret.SetKind("Secret")
+		if err := poll(ctx, 4*time.Minute, func() error {
+			for _, crd := range []string{"backendgroups", "backendrecords", "loadbalancerdrivers", "loadbalancers"} {
+				if err := mc.Get(ctx, client.ObjectKey{Name: crd + ".lbcf.tkestack.io"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+					return err
+				}
+			}
+			if err := mc.Get(ctx, client.ObjectKey{Namespace: MemberNamespace, Name: "lbcf-controller"}, dep); err != nil {
+				return err
+			}
+			return mc.Get(ctx, client.ObjectKey{Namespace: MemberNamespace, Name: "lbcf-controller-webhook-tls"}, secret)
+		}); err != nil {
+			return fmt.Errorf("member %s did not receive lbfed's member components: %w", m.Name(), err)
+		}
+		dir := filepath.Join(run, m.Name()+"-tls")
+		if err := manifests.WriteSecretFiles(secret, dir); err != nil {
+			return err
+		}
+		args, err := manifests.ContainerArgs(dep, "lbcf-controller")
+		if err != nil {
+			return err
+		}
+		kubeconfig, err := ImpersonatingKubeconfig(m, MemberNamespace, "lbcf-controller", run)
+		if err != nil {
+			return err
+		}
+		_, port, _ := cutPort(hook)
+		args = manifests.SetFlags(args, map[string]string{
+			"kubeconfig": kubeconfig, "cert-dir": dir, "webhook-host": "127.0.0.1", "webhook-port": port,
+			"metrics-bind-address": metrics, "health-probe-bind-address": probe,
+		})
+		if err := d.start(t, localup.ProcessSpec{Name: "lbcf-controller-" + m.Name(), Path: filepath.Join(opts.Bin, "lbcf-controller"), Args: args}); err != nil {
+			return err
+		}
+		if err := waitHTTP(ctx, "http://"+probe+"/readyz", nil); err != nil {
+			return fmt.Errorf("lbcf-controller in %s: %w", m.Name(), err)
+		}
+	}
+	return nil
+}
+
+// ImpersonatingKubeconfig writes, into dir, a kubeconfig for c acting as a ServiceAccount, so
+// a process runs with exactly the permissions the chart grants.
+func ImpersonatingKubeconfig(c *localup.Cluster, namespace, sa, dir string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath())
+	if err != nil {
+		return "", err
+	}
+	user := cfg.Contexts[cfg.CurrentContext].AuthInfo
+	cfg.AuthInfos[user].Impersonate = "system:serviceaccount:" + namespace + ":" + sa
+	cfg.AuthInfos[user].ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, c.Name()+"-"+sa+".kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// ServerSideApply applies o as the chart's installer does.
+func ServerSideApply(ctx context.Context, c client.Client, o *unstructured.Unstructured) error {
+	u := o.DeepCopy()
+	js, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, u, client.RawPatch(types.ApplyPatchType, js), client.ForceOwnership,
+		client.FieldOwner("lbfed-chart"), client.FieldValidation("Strict")); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	}
+	return nil
+}
+
+func waitEstablished(ctx context.Context, c client.Client, name string) error {
+	return poll(ctx, 2*time.Minute, func() error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return err
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not Established", name)
+	})
+}
+
+func poll(ctx context.Context, timeout time.Duration, f func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func cutPort(addr string) (string, string, bool) {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:], true
+		}
+	}
+	return addr, "", false
+}
+
+func caOf(dir string) []byte {
+	b, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	return b
+}
+
+// waitHTTP polls url until it answers 200 (2 minutes at most), trusting the given CAs.
+func waitHTTP(ctx context.Context, url string, cas ...[]byte) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	pool := x509.NewCertPool()
+	for _, ca := range cas {
+		pool.AppendCertsFromPEM(ca)
+	}
+	hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	return poll(ctx, 2*time.Minute, func() error {
+		rsp, err := hc.Get(url)
+		if err != nil {
+			return err
+		}
+		rsp.Body.Close()
+		if rsp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: HTTP %d", url, rsp.StatusCode)
+		}
+		return nil
+	})
 }
 
 // Apply creates obj, or updates it when it exists.
@@ -251,7 +439,7 @@ func Apply(ctx context.Context, c client.Client, obj *unstructured.Unstructured)
 	case err == nil:
 		obj.SetResourceVersion(cur.GetResourceVersion())
 		return c.Update(ctx, obj)
-	case client.IgnoreNotFound(err) == nil:
+	case apierrors.IsNotFound(err):
 		return c.Create(ctx, obj)
 	}
 	return err

@@ -8,8 +8,6 @@ package federation_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,18 +16,13 @@ import (
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
-	"github.com/lbfed/lbfed/lbcf/api/crd"
 )
 
 var lbfed *deploy.Deployment
 
 func TestMain(m *testing.M) {
-	crds, err := crd.CRDs()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lbfed CRDs:", err)
-		os.Exit(1)
-	}
-	testenv.MainTopology(m, localup.TopologyOptions{CRDs: crds, AfterReady: []func(context.Context, *localup.Topology) error{startLbfed}})
+	// lbfed's CRDs come with its chart (deploy.Start), as in a real install.
+	testenv.MainTopology(m, localup.TopologyOptions{AfterReady: []func(context.Context, *localup.Topology) error{startLbfed}})
 }
 
 // grace is the federation's NotReady grace period in this suite.
@@ -44,6 +37,6 @@ func startLbfed(ctx context.Context, t *localup.Topology) error {
 	if err := deploy.Build(ctx, root, bin); err != nil {
 		return err
 	}
-	lbfed, err = deploy.Start(ctx, t, deploy.Options{Bin: bin, Grace: grace})
+	lbfed, err = deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin, Grace: grace})
 	return err
 }

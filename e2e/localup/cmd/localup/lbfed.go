@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,8 +46,8 @@ func startDemo(ctx context.Context, t *localup.Topology) error {
 	if err := deploy.Build(ctx, root, bin); err != nil {
 		return err
 	}
-	fmt.Println("starting lbfed (lbfed-controller, lbcf-controller in every member, elb-driver, alteon-sim) ...")
-	d, err := deploy.Start(ctx, t, deploy.Options{Bin: bin})
+	fmt.Println("installing lbfed from its Helm chart (lbfed-controller; lbcf-controller in every member) with elb-driver and alteon-sim ...")
+	d, err := deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin})
 	if err != nil {
 		return err
 	}
@@ -63,6 +65,9 @@ func startDemo(ctx context.Context, t *localup.Topology) error {
 	}
 	fmt.Println("creating the example: LoadBalancer on 127.0.0.100:80, Deployment + BackendGroup in every member ...")
 	if err := ex.Apply(ctx, kc, d); err != nil {
+		return err
+	}
+	if err := waitRegistered(ctx, kc, ex); err != nil {
 		return err
 	}
 	if err := waitBothMembersServe(ctx, ex, members); err != nil {
@@ -99,4 +104,42 @@ func waitBothMembersServe(ctx context.Context, ex deploy.Example, members []stri
 		}
 	}
 	return fmt.Errorf("the VIP %s:%d did not reach every member in time (answered by %v)", ex.VIP, ex.Port, seen)
+}
+
+// printDemo tells how to reach the demo, and shows its LoadBalancer and BackendGroup.
+func printDemo(dir, kubectl, karmadaKubeconfig string) {
+	b, err := os.ReadFile(demoPath(dir))
+	if err != nil {
+		return // no demo in this run
+	}
+	var d demoInfo
+	if json.Unmarshal(b, &d) != nil {
+		return
+	}
+	fmt.Printf("lbfed is running: pods of every member are registered on one VIP of a simulated Alteon pair.\n")
+	fmt.Printf("Each request below opens a new connection; answers come from pods of both members:\n\n")
+	fmt.Printf("  for i in 1 2 3 4 5 6; do curl -s http://%s:%d/; echo; done\n\n", d.VIP, d.Port)
+	fmt.Printf("The LBCF objects on Karmada (kubectl get lb,bg -n %s):\n\n", d.Namespace)
+	out, _ := exec.Command(kubectl, "--kubeconfig="+karmadaKubeconfig, "get", "lb,bg", "-n", d.Namespace, "-o", "wide").CombinedOutput()
+	fmt.Printf("  %s\n", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n  "))
+	fmt.Printf("\nBackend records, one per pod and load balancer: kubectl get br -n %s -o wide\n", d.Namespace)
+	fmt.Printf("Alteon simulator control API (failover, faults): %s\n\n", d.Alteon)
+}
+
+// waitRegistered waits until every replica of the example is registered on the front end.
+func waitRegistered(ctx context.Context, kc client.Client, ex deploy.Example) error {
+	deadline := time.Now().Add(4 * time.Minute)
+	bg := &lbcfv1beta1.BackendGroup{}
+	for time.Now().Before(deadline) {
+		err := kc.Get(ctx, client.ObjectKey{Namespace: ex.Namespace, Name: "web"}, bg)
+		if err == nil && bg.Status.Backends == int32(ex.Replicas) && bg.Status.RegisteredBackends == bg.Status.Backends {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the example's %d pods were not all registered in time (status: %d of %d)", ex.Replicas, bg.Status.RegisteredBackends, bg.Status.Backends)
 }

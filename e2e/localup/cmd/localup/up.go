@@ -19,7 +19,6 @@ import (
 
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/binaries"
-	"github.com/lbfed/lbfed/lbcf/api/crd"
 )
 
 func init() {
@@ -219,6 +218,7 @@ func printUsage(dir string) error {
 		fmt.Printf("  kubectl --kubeconfig=%s get nodes,pods -A\n", st.Kubeconfigs[m])
 	}
 	fmt.Printf("\nNo kubectl? Use the one built for this topology:\n\n  alias kubectl=%s karmadactl=%s\n\n", kubectl, set.Path(binaries.Karmadactl))
+	printDemo(dir, kubectl, st.Kubeconfigs[localup.KarmadaName])
 	fmt.Printf("Logs: %s/logs/  Stop everything: make down\n", dir)
 	return nil
 }
@@ -277,20 +277,15 @@ func runSupervise(ctx context.Context, args []string) error {
 	defer os.Remove(pidPath(f.dir))
 
 	logger := newLineLogger(io.MultiWriter(os.Stderr, lineWriter{report}))
-	crds, err := crd.CRDs()
-	if err != nil {
-		fmt.Fprintf(report, "error: lbfed CRDs: %v\n", err)
-		return err
-	}
 	startCtx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	topo, err := localup.StartTopology(startCtx, localup.TopologyOptions{
 		Dir:                f.dir,
 		Members:            f.members,
 		FakeNodesPerMember: f.nodes,
-		CRDs:               crds,
-		AfterReady:         afterReady,
-		Logger:             logger,
+		// lbfed's CRDs come with its chart (the demo's afterReady hook), as in a real install.
+		AfterReady: afterReady,
+		Logger:     logger,
 	})
 	if err != nil {
 		fmt.Fprintf(report, "error: %v\n", err)
