@@ -12,7 +12,6 @@ import (
 // +kubebuilder:printcolumn:name="Backends",type=integer,JSONPath=`.status.backends`
 // +kubebuilder:printcolumn:name="Registered",type=integer,JSONPath=`.status.registeredBackends`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
-// +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusters[*].name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // BackendGroup selects backends (pods × ports, Service nodePort × nodes, or static addresses) and
