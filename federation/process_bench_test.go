@@ -202,6 +202,7 @@ func (e *env) registeredRecords() int {
 //	go test ./federation -run XXX -bench RestartResync -benchtime 1x -timeout 60m
 func BenchmarkRestartResync(b *testing.B) {
 	const lbs, groups, perCluster = 1000, 1000, 5 // 1,000 groups × 2 members × 5 pods = 10,000 records
+	b.StopTimer()
 	e := newEnvWithoutController(b)
 	bin := buildLbfedController(b)
 	kc := kubeconfigFile(b, e)
@@ -243,6 +244,7 @@ func BenchmarkRestartResync(b *testing.B) {
 //	go test ./federation -run XXX -bench ControllerRSS -benchtime 1x -timeout 60m
 func BenchmarkControllerRSS(b *testing.B) {
 	const groups, perCluster = 20, 500 // 20 groups × 500 pods × 3 members = 30,000 records
+	b.StopTimer()
 	for i := 0; i < b.N; i++ {
 		e := newEnvWithoutController(b)
 		bin := buildLbfedController(b)
