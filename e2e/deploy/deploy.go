@@ -256,6 +256,9 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	if err != nil {
 		return err
 	}
+	if err := waitRBAC(ctx, kc, split.Karmada, ControlPlaneNamespace, "lbfed-controller"); err != nil {
+		return fmt.Errorf("karmada-apiserver: %w", err)
+	}
 	kubeconfig, err := ImpersonatingKubeconfig(t.Karmada(), ControlPlaneNamespace, "lbfed-controller", run)
 	if err != nil {
 		return err
@@ -311,6 +314,9 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		args, err := manifests.ContainerArgs(dep, "lbcf-controller")
 		if err != nil {
 			return err
+		}
+		if err := waitRBAC(ctx, mc, split.Karmada, MemberNamespace, "lbcf-controller"); err != nil {
+			return fmt.Errorf("member %s: %w", m.Name(), err)
 		}
 		kubeconfig, err := ImpersonatingKubeconfig(m, MemberNamespace, "lbcf-controller", run)
 		if err != nil {
