@@ -83,7 +83,7 @@ func (c *registeredCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	list := &lbcfv1beta1.BackendRecordList{}
-	if err := c.records.List(ctx, list, client.HasLabels{lbcfv1beta1.LabelCluster}); err != nil {
+	if err := c.records.List(ctx, list, client.HasLabels{lbcfv1beta1.LabelCluster}, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	counts := map[string]int{}

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"maps"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
@@ -64,6 +62,9 @@ type clusterReport struct {
 	backends []controller.Backend
 	byKey    map[string]*controller.Backend // see backendKey
 	partial  bool                           // truncated: records of missing backends are kept
+	// digest of the report's bytes and the template generation it was judged current for.
+	digest     uint64
+	generation int64
 }
 
 // backendKey identifies a backend of one cluster from what its record carries (the pod UID is
@@ -98,7 +99,6 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 		case lbcfv1beta1.CandidatePod:
 			port := lbcfv1beta1.PortSelector{Port: c.Port, Protocol: string(c.Protocol)}
 			b.Name, b.UID, b.Port, b.IPs, b.HasIP, b.Phase = c.Name, c.UID, port, c.IPs, len(c.IPs) > 0, c.Phase
-			b.Pod = syntheticPod(bg.Namespace, cluster, c)
 		case lbcfv1beta1.CandidateNode:
 			b.Name, b.Port, b.NodePort = svcName, lbcfv1beta1.PortSelector{Port: c.Port, Protocol: string(c.Protocol)}, c.NodePort
 		default:
@@ -115,39 +115,4 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 		out.byKey[backendKey(b.Kind, b.Name, b.Port, node)] = b
 	}
 	return out, err
-}
-
-// syntheticPod rebuilds, from a candidate, the pod object drivers receive in generateBackendAddr
-// and judgePodDeregister: name, namespace, the short UID, IPs, node, phase and readiness — what a
-// member reports, not the whole pod.
-func syntheticPod(ns, cluster string, c *lbcfv1beta1.Candidate) *corev1.Pod {
-	p := &corev1.Pod{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Namespace: ns, UID: types.UID(c.UID),
-			Labels: map[string]string{lbcfv1beta1.LabelCluster: cluster}},
-		Spec:   corev1.PodSpec{NodeName: c.NodeName},
-		Status: corev1.PodStatus{Phase: c.Phase},
-	}
-	ready := corev1.ConditionFalse
-	if c.Ready {
-		ready = corev1.ConditionTrue
-	}
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
-	for _, ip := range c.IPs {
-		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
-	}
-	if len(c.IPs) > 0 {
-		p.Status.PodIP = c.IPs[0]
-	}
-	for _, a := range c.NodeAddresses {
-		if a.Type == corev1.NodeInternalIP {
-			p.Status.HostIP = a.Address
-			break
-		}
-	}
-	if c.Deleting {
-		now := metav1.Now()
-		p.DeletionTimestamp = &now
-	}
-	return p
 }

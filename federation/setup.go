@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -75,7 +76,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	})
 	groupsOfCluster := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &workv1alpha2.ResourceBindingList{}
-		if err := c.List(ctx, list); err != nil {
+		if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		var out []reconcile.Request
@@ -145,4 +146,27 @@ func readinessChanged() predicate.Funcs {
 		return (a == nil) != (b == nil) || (a != nil && (a.Status != b.Status || !a.LastTransitionTime.Equal(&b.LastTransitionTime))) ||
 			!maps.Equal(o.Labels, n.Labels)
 	}}
+}
+
+// CacheByObject are cache settings the federation's manager should use: ResourceBindings of
+// other kinds (every propagated Deployment, Service, … has one, with every member's status) are
+// cached as the bare reference the federation reads, which keeps memory independent of the rest
+// of the Karmada control plane.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&workv1alpha2.ResourceBinding{}: {Transform: func(o any) (any, error) {
+			rb, ok := o.(*workv1alpha2.ResourceBinding)
+			if !ok {
+				return o, nil
+			}
+			rb.ManagedFields = nil
+			if rb.Spec.Resource.APIVersion == lbcfv1beta1.APIVersion {
+				return rb, nil
+			}
+			rb.Annotations = nil
+			rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters}
+			rb.Status = workv1alpha2.ResourceBindingStatus{}
+			return rb, nil
+		}},
+	}
 }

@@ -9,6 +9,7 @@ package federation
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ func (s *Source) now() time.Time {
 // binding returns the ResourceBinding of bg, or nil.
 func (s *Source) binding(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (*workv1alpha2.ResourceBinding, error) {
 	list := &workv1alpha2.ResourceBindingList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingFields{indexBindingResource: lbcfv1beta1.KindBackendGroup + "/" + bg.Name}); err != nil {
+	if err := s.Client.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingFields{indexBindingResource: lbcfv1beta1.KindBackendGroup + "/" + bg.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list resource bindings: %w", err)
 	}
 	for i := range list.Items {
@@ -165,16 +166,25 @@ func (s *Source) Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]
 	}, nil
 }
 
-// fresh decodes a member's item when it carries a current report, and remembers it.
+// fresh decodes a member's item when it carries a current report, and remembers it. A report
+// whose bytes did not change since the last call is not decoded again: groups are reconciled far
+// more often than members report.
 func (s *Source) fresh(bg *lbcfv1beta1.BackendGroup, cluster string, item *workv1alpha2.AggregatedStatusItem) *clusterReport {
 	if item == nil || item.Status == nil || len(item.Status.Raw) == 0 {
 		return nil
+	}
+	sum := fnv.New64a()
+	_, _ = sum.Write(item.Status.Raw)
+	digest := sum.Sum64()
+	if last := s.lastReport(bg.UID, cluster); last != nil && last.digest == digest && last.generation == bg.Generation {
+		return last
 	}
 	rep, err := parseReport(item.Status.Raw)
 	if err != nil || !rep.current(bg.Generation) {
 		return nil
 	}
 	cr, _ := rep.decode(cluster, bg) // entries that do not decode make the report partial
+	cr.digest, cr.generation = digest, bg.Generation
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last == nil {
@@ -239,7 +249,7 @@ func (s *Source) GenerateRequest(ctx context.Context, br *lbcfv1beta1.BackendRec
 		if b == nil || !b.Eligible() || b.RecordName(br.Spec.LBName, bg.Name) != br.Name {
 			return nil, nil, false, nil
 		}
-		return &driver.PodBackendInRequest{Pod: *b.Pod, Port: b.Port}, nil, true, nil
+		return &driver.PodBackendInRequest{Pod: *b.PodObject(br.Namespace), Port: b.Port}, nil, true, nil
 	case br.Spec.ServiceBackendInfo != nil:
 		sb := br.Spec.ServiceBackendInfo
 		b := cr.byKey[backendKey(lbcfv1beta1.CandidateNode, sb.Name, sb.Port, sb.NodeName)]

@@ -43,6 +43,7 @@ type flags struct {
 	leaderElect                                 bool
 	leaderElectNamespace                        string
 	metricsAddr, probeAddr                      string
+	profiling                                   bool
 	webhookHost                                 string
 	webhookPort                                 int
 	certDir, serverCrt, serverKey               string
@@ -55,6 +56,7 @@ func main() {
 	f := flags{}
 	fs := flag.CommandLine
 	fs.StringVar(&f.mode, "mode", "standalone", "standalone: the complete LBCF for this cluster (calls drivers). member: report BackendGroup candidates for an lbfed federation (never calls drivers).")
+	f.engine.BackendSuccessEvents = true // as the original LBCF
 	f.engine.AddFlags(fs, "")
 	fs.DurationVar(&f.resyncPeriod, "resync-period", 5*time.Minute, "Every BackendGroup is reconciled at least this often (drift guard).")
 	fs.Float64Var(&f.clientQPS, "client-qps", 500, "Queries per second to the API server (the original defaulted to 200; each registered backend costs two writes).")
@@ -64,6 +66,7 @@ func main() {
 	fs.StringVar(&f.leaderElectNamespace, "leader-elect-namespace", "kube-system", "Namespace of the leader-election lease.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":11029", "Address of /metrics.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":11030", "Address of /healthz and /readyz.")
+	fs.BoolVar(&f.profiling, "profiling", false, "Serve net/http/pprof under /debug/pprof/ on the metrics address (troubleshooting only; the original exposed it on the admission port).")
 	fs.StringVar(&f.webhookHost, "webhook-host", "", "Address the admission webhooks listen on (all when empty).")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Port of the admission webhooks (HTTPS).")
 	fs.StringVar(&f.certDir, "cert-dir", "/etc/lbcf", "Folder with the serving certificate (tls.crt, tls.key); reloaded when it changes.")
@@ -116,9 +119,13 @@ func run(ctx context.Context, f flags) error {
 		fmt.Printf("caBundle: %s\n", base64.StdEncoding.EncodeToString(caBundle))
 	}
 
+	metrics := metricsserver.Options{BindAddress: f.metricsAddr}
+	if f.profiling {
+		metrics.ExtraHandlers = controller.ProfilingHandlers()
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  f.probeAddr,
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "lbcf-controller-" + f.mode,

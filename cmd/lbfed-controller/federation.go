@@ -33,6 +33,7 @@ type federationComponent struct {
 	leaderElect                                 bool
 	leaderElectNamespace                        string
 	metricsAddr, probeAddr                      string
+	profiling                                   bool
 	driverCA, driverClientCert, driverClientKey string
 }
 
@@ -49,6 +50,7 @@ func (c *federationComponent) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.leaderElectNamespace, "federation-leader-elect-namespace", "karmada-system", "namespace of the leader-election lease in the Karmada API server")
 	fs.StringVar(&c.metricsAddr, "federation-metrics-bind-address", ":8080", "address of the federation's /metrics (0 disables)")
 	fs.StringVar(&c.probeAddr, "federation-health-probe-bind-address", ":8081", "address of the federation's /healthz and /readyz (0 disables)")
+	fs.BoolVar(&c.profiling, "federation-profiling", false, "serve net/http/pprof under /debug/pprof/ on the federation's metrics address (troubleshooting only)")
 	fs.StringVar(&c.driverCA, "federation-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty)")
 	fs.StringVar(&c.driverClientCert, "federation-driver-client-cert", "", "client certificate presented to drivers")
 	fs.StringVar(&c.driverClientKey, "federation-driver-client-key", "", "key of the client certificate presented to drivers")
@@ -69,14 +71,18 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		return nil, fmt.Errorf("kubeconfig of the Karmada API server: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(c.clientQPS), c.clientBurst
+	metrics := metricsserver.Options{BindAddress: c.metricsAddr}
+	if c.profiling {
+		metrics.ExtraHandlers = controller.ProfilingHandlers()
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: c.metricsAddr},
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  c.probeAddr,
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "lbfed-controller-federation",
 		LeaderElectionNamespace: c.leaderElectNamespace,
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: federation.CacheByObject()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -42,8 +43,49 @@ type Backend struct {
 	Ready    bool
 	HasIP    bool
 	Deleting bool
-	// Pod is the pod object (real or synthesized), sent to judgePodDeregister.
+	// Pod is the pod object when the source has it (local pods); see PodObject.
 	Pod *corev1.Pod
+}
+
+// PodObject is the pod sent to drivers (generateBackendAddr, judgePodDeregister): the real pod
+// when the source has one, otherwise one rebuilt from what the backend knows — name, namespace,
+// UID, IPs, node, phase, readiness and the member cluster — built only when needed, so that
+// tens of thousands of federated backends do not each carry a pod object.
+func (b *Backend) PodObject(namespace string) *corev1.Pod {
+	if b.Pod != nil {
+		return b.Pod
+	}
+	p := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: namespace, UID: types.UID(b.UID)},
+		Spec:       corev1.PodSpec{NodeName: b.NodeName},
+		Status:     corev1.PodStatus{Phase: b.Phase},
+	}
+	if b.Cluster != "" {
+		p.Labels = map[string]string{lbcfv1beta1.LabelCluster: b.Cluster}
+	}
+	ready := corev1.ConditionFalse
+	if b.Ready {
+		ready = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+	for _, ip := range b.IPs {
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: ip})
+	}
+	if len(b.IPs) > 0 {
+		p.Status.PodIP = b.IPs[0]
+	}
+	for _, a := range b.NodeAddresses {
+		if a.Type == corev1.NodeInternalIP {
+			p.Status.HostIP = a.Address
+			break
+		}
+	}
+	if b.Deleting {
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+	}
+	return p
 }
 
 // Candidate converts the backend to the compact form member clusters report.

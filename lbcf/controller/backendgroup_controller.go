@@ -61,7 +61,9 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, err
 	}
 
-	expected := map[string]*lbcfv1beta1.BackendRecord{}
+	// The expected records are only described here; record objects are built for creations
+	// alone, so that a large group's frequent reconciles allocate little.
+	expected := map[string]expectedRecord{}
 	listed := map[string]bool{} // records of every listed backend, eligible or not
 	for _, lb := range lbs {
 		for i := range backends {
@@ -69,7 +71,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			name := b.RecordName(lb.Name, bg.Name)
 			listed[name] = true
 			if b.Eligible() {
-				expected[name] = r.newRecord(bg, lb, b, name)
+				expected[name] = expectedRecord{lb: lb, backend: b}
 			}
 		}
 	}
@@ -93,13 +95,14 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var toCreate, toUpdate, toDelete []*lbcfv1beta1.BackendRecord
 	for name, want := range expected {
 		have, ok := existing[name]
+		spec := r.recordSpec(bg, want.lb, want.backend)
 		switch {
 		case !ok:
-			toCreate = append(toCreate, want)
-		case have.DeletionTimestamp == nil && recordSpecChanged(have, want):
-			upd := have.DeepCopy()
+			toCreate = append(toCreate, r.newRecord(bg, want.lb, want.backend, name))
+		case have.DeletionTimestamp == nil && recordSpecChanged(&have.Spec, &spec):
+			upd := have.DeepCopy() // existing records are the cache's own objects
 			upd.Spec.LBInfo, upd.Spec.LBAttributes, upd.Spec.Parameters, upd.Spec.EnsurePolicy =
-				want.Spec.LBInfo, want.Spec.LBAttributes, want.Spec.Parameters, want.Spec.EnsurePolicy
+				spec.LBInfo, spec.LBAttributes, spec.Parameters, spec.EnsurePolicy
 			toUpdate = append(toUpdate, upd)
 		}
 	}
@@ -181,7 +184,10 @@ func lookupLB(ctx context.Context, c client.Reader, ns, name string) (*lbcfv1bet
 // same name does not adopt its predecessor's records, which its garbage collection removes).
 func (r *BackendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
 	list := &lbcfv1beta1.BackendRecordList{}
-	if err := r.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabels{lbcfv1beta1.LabelGroupName: bg.Name}); err != nil {
+	// Read-only views of the cache (no deep copy of a large group's records on every reconcile):
+	// callers copy before they change anything.
+	if err := r.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(bg.Name)},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}
 	out := make(map[string]*lbcfv1beta1.BackendRecord, len(list.Items))
@@ -194,11 +200,25 @@ func (r *BackendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.Ba
 	return out, nil
 }
 
-func (r *BackendGroupReconciler) newRecord(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend, name string) *lbcfv1beta1.BackendRecord {
+// expectedRecord describes a record the group should have.
+type expectedRecord struct {
+	lb      *lbcfv1beta1.LoadBalancer
+	backend *Backend
+}
+
+// recordSpec is the part of a record's spec that follows the group and its LoadBalancer.
+func (r *BackendGroupReconciler) recordSpec(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend) lbcfv1beta1.BackendRecordSpec {
 	params := b.Parameters
 	if params == nil {
 		params = bg.Spec.Parameters
 	}
+	return lbcfv1beta1.BackendRecordSpec{
+		LBName: lb.Name, LBDriver: lb.Spec.LBDriver, LBInfo: lb.Status.LBInfo, LBAttributes: lb.Spec.Attributes,
+		Parameters: params, EnsurePolicy: bg.Spec.EnsurePolicy,
+	}
+}
+
+func (r *BackendGroupReconciler) newRecord(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend, name string) *lbcfv1beta1.BackendRecord {
 	br := &lbcfv1beta1.BackendRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: bg.Namespace,
@@ -209,10 +229,7 @@ func (r *BackendGroupReconciler) newRecord(bg *lbcfv1beta1.BackendGroup, lb *lbc
 			},
 			Finalizers: []string{lbcfv1beta1.FinalizerDeregisterBackend},
 		},
-		Spec: lbcfv1beta1.BackendRecordSpec{
-			LBName: lb.Name, LBDriver: lb.Spec.LBDriver, LBInfo: lb.Status.LBInfo, LBAttributes: lb.Spec.Attributes,
-			Parameters: params, EnsurePolicy: bg.Spec.EnsurePolicy,
-		},
+		Spec: r.recordSpec(bg, lb, b),
 	}
 	if b.Cluster != "" {
 		br.Labels[lbcfv1beta1.LabelCluster] = labelValue(b.Cluster)
@@ -243,11 +260,11 @@ func labelValue(s string) string {
 
 // recordSpecChanged compares what a group may change on an existing record. Unlike the original,
 // lbInfo is refreshed too, so records never deregister with a stale identity.
-func recordSpecChanged(have, want *lbcfv1beta1.BackendRecord) bool {
-	return !maps.Equal(have.Spec.Parameters, want.Spec.Parameters) ||
-		!maps.Equal(have.Spec.LBAttributes, want.Spec.LBAttributes) ||
-		!maps.Equal(have.Spec.LBInfo, want.Spec.LBInfo) ||
-		!reflect.DeepEqual(have.Spec.EnsurePolicy, want.Spec.EnsurePolicy)
+func recordSpecChanged(have, want *lbcfv1beta1.BackendRecordSpec) bool {
+	return !maps.Equal(have.Parameters, want.Parameters) ||
+		!maps.Equal(have.LBAttributes, want.LBAttributes) ||
+		!maps.Equal(have.LBInfo, want.LBInfo) ||
+		!reflect.DeepEqual(have.EnsurePolicy, want.EnsurePolicy)
 }
 
 // apply performs the record writes, WriteParallelism at a time.
@@ -306,7 +323,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 	return errors.Join(errs...)
 }
 
-func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected, existing map[string]*lbcfv1beta1.BackendRecord) error {
+func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected map[string]expectedRecord, existing map[string]*lbcfv1beta1.BackendRecord) error {
 	orig := bg.DeepCopy()
 	var registered int32
 	for name := range expected {

@@ -125,7 +125,9 @@ func (r *BackendRecordReconciler) register(ctx context.Context, br *lbcfv1beta1.
 				return r.finish(br, o, false), nil
 			}
 			br.Status.BackendAddr = rsp.BackendAddr
-			r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "SuccGenerateAddr", "GenerateAddr", "addr: %s", rsp.BackendAddr)
+			if r.BackendSuccessEvents {
+				r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "SuccGenerateAddr", "GenerateAddr", "addr: %s", rsp.BackendAddr)
+			}
 		}
 	}
 	// A pod recreated with the same IP: wait until the old record is deregistered, or the
@@ -157,7 +159,7 @@ func (r *BackendRecordReconciler) register(ctx context.Context, br *lbcfv1beta1.
 		r.ensured[br.UID] = time.Now()
 		r.mu.Unlock()
 	}
-	if o.status != driver.StatusSucc || !wasRegistered {
+	if o.status != driver.StatusSucc || (!wasRegistered && r.BackendSuccessEvents) {
 		r.event(br, o, "EnsureBackend")
 	}
 	if o.status == driver.StatusSucc && !wasRegistered && r.OnRegistered != nil {
@@ -277,7 +279,7 @@ func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1
 // is being deregistered. The records themselves are the state, so this survives restarts.
 func (r *BackendRecordReconciler) addrBeingDeregistered(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
 	list := &lbcfv1beta1.BackendRecordList{}
-	if err := r.List(ctx, list, client.InNamespace(br.Namespace), client.MatchingFields{indexRecordLBAddr: lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(br.Namespace), client.MatchingFields{indexRecordLBAddr: lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("list records by address: %w", err)
 	}
 	for i := range list.Items {

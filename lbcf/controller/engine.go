@@ -55,6 +55,11 @@ type Options struct {
 	WriteParallelism int
 	// Metrics receives the engine's metrics; nil: NewMetrics(nil).
 	Metrics *Metrics
+	// BackendSuccessEvents emits a Normal event for every backend's address and registration
+	// (SuccGenerateAddr, SuccEnsureBackend) as the original did. Failures, refusals and Running
+	// answers always get events. At federation scale (tens of thousands of records) the success
+	// events are noise and cost memory and API writes, so the federation turns them off.
+	BackendSuccessEvents bool
 	// OnRegistered, when set, is called when a record becomes Registered (for latency metrics).
 	OnRegistered func(*lbcfv1beta1.BackendRecord)
 }

@@ -6,8 +6,10 @@ import (
 )
 
 // AddFlags registers the engine's knobs on fs, each name prefixed with prefix (e.g.
-// "federation-"), with LBCF's defaults. Parse fs before using o.
+// "federation-"), with LBCF's defaults (BackendSuccessEvents keeps the value o has). Parse fs
+// before using o.
 func (o *Options) AddFlags(fs *flag.FlagSet, prefix string) {
+	fs.BoolVar(&o.BackendSuccessEvents, prefix+"backend-success-events", o.BackendSuccessEvents, "Emit a Normal event for every backend address and registration (SuccGenerateAddr, SuccEnsureBackend); failures and Running answers always get events.")
 	fs.BoolVar(&o.DryRun, prefix+"dry-run", false, "Call only drivers with acceptDryRunCall (with dryRun: true), ignore their answers and write nothing.")
 	fs.DurationVar(&o.MinRetryDelay, prefix+"min-retry-delay", 5*time.Second, "Smallest delay before a retry or a periodic ensure.")
 	fs.DurationVar(&o.RetryDelayStep, prefix+"retry-delay-step", 10*time.Second, "First delay of the per-object exponential backoff.")

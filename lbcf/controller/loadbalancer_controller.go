@@ -326,7 +326,7 @@ func (r *LoadBalancerReconciler) finish(lb *lbcfv1beta1.LoadBalancer, o outcome,
 // recordsOfLB counts the BackendRecords that use lb, in every namespace when lb is shared.
 func recordsOfLB(ctx context.Context, c client.Client, lb *lbcfv1beta1.LoadBalancer) (int, error) {
 	list := &lbcfv1beta1.BackendRecordList{}
-	if err := c.List(ctx, list, client.MatchingLabels{lbcfv1beta1.LabelLBName: lb.Name}); err != nil {
+	if err := c.List(ctx, list, client.MatchingLabels{lbcfv1beta1.LabelLBName: labelValue(lb.Name)}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("list records of load balancer: %w", err)
 	}
 	n := 0

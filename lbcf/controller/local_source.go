@@ -62,7 +62,7 @@ func (s LocalSource) SelectedPods(ctx context.Context, bg *lbcfv1beta1.BackendGr
 			return nil, nil // an empty selector selects nothing, not everything
 		}
 		list := &corev1.PodList{}
-		if err := s.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(pb.ByLabel.Selector)}); err != nil {
+		if err := s.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(pb.ByLabel.Selector)}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		for _, p := range list.Items {
@@ -159,7 +159,7 @@ func (s LocalSource) serviceBackends(ctx context.Context, bg *lbcfv1beta1.Backen
 		return nil, nil
 	}
 	list := &corev1.NodeList{}
-	if err := s.List(ctx, list, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(sb.NodeSelector)}); err != nil {
+	if err := s.List(ctx, list, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(sb.NodeSelector)}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })

@@ -87,7 +87,7 @@ func (r *BackendGroupReconciler) judge(ctx context.Context, bg *lbcfv1beta1.Back
 	req := &driver.JudgePodDeregisterRequest{DryRun: r.DryRun}
 	byName := map[string][]*Backend{}
 	for _, b := range notReady {
-		req.NotReadyPods = append(req.NotReadyPods, b.Pod)
+		req.NotReadyPods = append(req.NotReadyPods, b.PodObject(bg.Namespace))
 		byName[b.Name] = append(byName[b.Name], b)
 	}
 	rsp, err := r.Invoker.JudgePodDeregister(ctx, driver.EndpointFor(drv), req)
@@ -101,7 +101,7 @@ func (r *BackendGroupReconciler) judge(ctx context.Context, bg *lbcfv1beta1.Back
 	for _, p := range rsp.DoNotDeregister {
 		for _, b := range byName[p.Name] {
 			// Drivers echo the pods; the uid, when echoed, must be the one asked about.
-			if p.UID == "" || p.UID == b.Pod.UID {
+			if p.UID == "" || string(p.UID) == b.UID {
 				kept = append(kept, podIdentity(b))
 			}
 		}

@@ -94,7 +94,7 @@ func requests(list *lbcfv1beta1.BackendGroupList) []reconcile.Request {
 func GroupsOfService(c client.Reader) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &lbcfv1beta1.BackendGroupList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexGroupService: client.ObjectKeyFromObject(o).String()}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupService: client.ObjectKeyFromObject(o).String()}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		return requests(list)
@@ -107,7 +107,7 @@ func LocalWatches(c client.Reader) []Watch {
 	groupsOfPod := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		pod := o.(*corev1.Pod)
 		list := &lbcfv1beta1.BackendGroupList{}
-		if err := c.List(ctx, list, client.InNamespace(pod.Namespace)); err != nil {
+		if err := c.List(ctx, list, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "list backend groups for a pod event")
 			return nil
 		}
@@ -122,7 +122,7 @@ func LocalWatches(c client.Reader) []Watch {
 	groupsOfService := GroupsOfService(c)
 	groupsOfNode := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &lbcfv1beta1.BackendGroupList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexGroupNodeBound: "true"}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupNodeBound: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		return requests(list)
@@ -182,7 +182,7 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 	c := mgr.GetClient()
 	groupsOfLB := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &lbcfv1beta1.BackendGroupList{}
-		if err := c.List(ctx, list, client.MatchingFields{indexGroupLB: client.ObjectKeyFromObject(o).String()}); err != nil {
+		if err := c.List(ctx, list, client.MatchingFields{indexGroupLB: client.ObjectKeyFromObject(o).String()}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		return requests(list)
@@ -223,7 +223,7 @@ func (r *BackendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A deleted group's records check their owner at once, even where no garbage collector runs.
 		Watches(&lbcfv1beta1.BackendGroup{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			list := &lbcfv1beta1.BackendRecordList{}
-			if err := mgr.GetClient().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(o.GetName())}); err != nil {
+			if err := mgr.GetClient().List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(o.GetName())}, client.UnsafeDisableDeepCopy); err != nil {
 				return nil
 			}
 			out := make([]reconcile.Request, 0, len(list.Items))

@@ -363,9 +363,17 @@ spec:
             {{- with $m.extraArgs }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
-          {{- with $m.extraEnv }}
+          {{- if or $m.goMemLimit $m.extraEnv }}
           env:
+            {{- with $m.goMemLimit }}
+            # A soft heap limit under the container's memory limit: the GC works harder before
+            # the kernel would kill the process.
+            - name: GOMEMLIMIT
+              value: {{ . | quote }}
+            {{- end }}
+            {{- with $m.extraEnv }}
             {{- toYaml . | nindent 12 }}
+            {{- end }}
           {{- end }}
           ports:
             - name: webhook
