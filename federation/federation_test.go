@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -112,7 +113,9 @@ func (e *env) startController(grace time.Duration) {
 	t, ctx, cfg := e.t, e.ctx, e.cfg
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}})
+		Controller: config.Controller{SkipNameValidation: &skip},
+		// As cmd/lbfed-controller caches.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: federation.CacheByObject()}})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

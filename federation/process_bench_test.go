@@ -241,9 +241,9 @@ func BenchmarkRestartResync(b *testing.B) {
 
 // BenchmarkControllerRSS: the federation controller's peak RSS while it registers 10,000
 // backends in each of three members (30,000 records, 20 groups so that each member report stays
-// within its byte budget). Target < 256 MiB. Run with Go's default GC, and with GOMEMLIMIT as
-// the lbfed chart sets it for a 256 MiB container (200MiB): the live heap after registration is
-// about half of that, so the limit bounds the garbage without making the GC thrash.
+// within its byte budget). Target < 256 MiB. Run with Go's default GC, and with GOMEMLIMIT=200MiB
+// as the lbfed chart's goMemLimit would set it for a 256Mi container: the live heap is about
+// 70 MiB, so the limit bounds the garbage without making the GC thrash.
 //
 //	go test ./federation -run XXX -bench ControllerRSS -benchtime 1x -timeout 60m
 func BenchmarkControllerRSS(b *testing.B) {

@@ -151,9 +151,10 @@ func readinessChanged() predicate.Funcs {
 // CacheByObject are cache settings the federation's manager should use: ResourceBindings of
 // other kinds (every propagated Deployment, Service, … has one, with every member's status) are
 // cached as the bare reference the federation reads, which keeps memory independent of the rest
-// of the Karmada control plane.
+// of the Karmada control plane; BackendRecords as the engine caches them.
 func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
+	out := controller.CacheByObject()
+	maps.Copy(out, map[client.Object]cache.ByObject{
 		&workv1alpha2.ResourceBinding{}: {Transform: func(o any) (any, error) {
 			rb, ok := o.(*workv1alpha2.ResourceBinding)
 			if !ok {
@@ -168,5 +169,6 @@ func CacheByObject() map[client.Object]cache.ByObject {
 			rb.Status = workv1alpha2.ResourceBindingStatus{}
 			return rb, nil
 		}},
-	}
+	})
+	return out
 }

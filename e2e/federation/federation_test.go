@@ -21,13 +21,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/elb/radware/alteon"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
@@ -117,6 +120,34 @@ func (w *world) clustersBehindVIP(n int) map[string]int {
 		seen[body.Cluster]++
 	}
 	return seen
+}
+
+// deviceWeights reads the real servers of the simulated pair's master unit: IP → weight.
+func (w *world) deviceWeights(g Gomega) map[string]int {
+	rsp, err := http.Get(lbfed.AlteonControl + "/roles")
+	g.Expect(err).NotTo(HaveOccurred())
+	roles := map[string]string{}
+	g.Expect(json.NewDecoder(rsp.Body).Decode(&roles)).To(Succeed())
+	rsp.Body.Close()
+	url := ""
+	for name, role := range roles {
+		if role == "master" {
+			url = lbfed.AlteonURLs[0]
+			if strings.HasSuffix(name, "-b") {
+				url = lbfed.AlteonURLs[1]
+			}
+		}
+	}
+	g.Expect(url).NotTo(BeEmpty(), "a master unit: %v", roles)
+	c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", Attempts: 1})
+	g.Expect(err).NotTo(HaveOccurred())
+	rows, err := c.List(w.ctx, alteon.TableRealServer)
+	g.Expect(err).NotTo(HaveOccurred())
+	out := map[string]int{}
+	for _, r := range rows {
+		out[r.Str("IpAddr")] = r.Int("Weight")
+	}
+	return out
 }
 
 func (w *world) process(name string) *localup.Process {
@@ -226,6 +257,61 @@ func TestFederatedLoadBalancing(t *testing.T) {
 		g.Eventually(w.registered, wait).WithArguments("m1").ShouldNot(ContainElement(p.Status.PodIP + ":8080"))
 	})
 
+	t.Run("a per-cluster weight set by an OverridePolicy reaches the device", func(t *testing.T) {
+		g := NewWithT(t)
+		op := &unstructured.Unstructured{}
+		g.Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: web-weight, namespace: %s}
+spec:
+  resourceSelectors:
+  - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
+  overrideRules:
+  - targetCluster: {clusterNames: [m2]}
+    overriders:
+      plaintext:
+      - {path: /spec/parameters/weight, operator: replace, value: "3"}
+`, w.ex.Namespace)), &op.Object)).To(Succeed())
+		g.Expect(deploy.Apply(w.ctx, w.karmada, op)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			weights := w.deviceWeights(g)
+			m1, m2 := w.readyPods("m1"), w.readyPods("m2")
+			g.Expect(m1).NotTo(BeEmpty())
+			g.Expect(m2).NotTo(BeEmpty())
+			for _, addr := range m1 {
+				g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], 1), "m1 keeps the template's weight")
+			}
+			for _, addr := range m2 {
+				g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], 3), "m2's override reaches its real servers")
+			}
+		}, wait, time.Second).Should(Succeed())
+	})
+
+	t.Run("an Alteon HA failover while backends change loses nothing", func(t *testing.T) {
+		g := NewWithT(t)
+		rsp, err := http.Post(lbfed.AlteonControl+"/failover", "", nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		rsp.Body.Close()
+		g.Expect(rsp.StatusCode).To(Equal(http.StatusOK))
+		dep := &appsv1.Deployment{}
+		g.Expect(w.karmada.Get(w.ctx, client.ObjectKey{Namespace: w.ex.Namespace, Name: "web"}, dep)).To(Succeed())
+		six := int32(6)
+		dep.Spec.Replicas = &six
+		g.Expect(w.karmada.Update(w.ctx, dep)).To(Succeed())
+		g.Eventually(func() int { return len(w.readyPods("m1")) + len(w.readyPods("m2")) }, wait, time.Second).Should(BeNumerically(">=", 5))
+		g.Eventually(func(g Gomega) {
+			matches("m1")(g)
+			matches("m2")(g)
+			weights := w.deviceWeights(g)
+			for _, addr := range append(w.registered("m1"), w.registered("m2")...) {
+				g.Expect(weights).To(HaveKey(strings.Split(addr, ":")[0]), "every registered backend is on the new master")
+			}
+		}, wait, time.Second).Should(Succeed())
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(And(HaveKey("m1"), HaveKey("m2")),
+			"traffic through the VIP after the failover")
+	})
+
 	t.Run("a member whose API server stops is deregistered after the grace period, and comes back", func(t *testing.T) {
 		g := NewWithT(t)
 		apiserver := w.process("m2-apiserver")
@@ -265,6 +351,8 @@ func TestFederatedLoadBalancing(t *testing.T) {
 	t.Run("deleting the group deregisters all, deleting the load balancer removes it once", func(t *testing.T) {
 		g := NewWithT(t)
 		bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: w.ex.Namespace, Name: "web"}}
+		all := append(w.registered("m1"), w.registered("m2")...)
+		g.Expect(all).NotTo(BeEmpty())
 		g.Expect(w.karmada.Delete(w.ctx, bg)).To(Succeed())
 		g.Eventually(func() int { return len(w.registered("m1")) + len(w.registered("m2")) }, wait, time.Second).Should(BeZero())
 		lb := &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: w.ex.Namespace, Name: "web-vip"}}
@@ -274,5 +362,9 @@ func TestFederatedLoadBalancing(t *testing.T) {
 		}, wait, time.Second).Should(BeTrue())
 		g.Expect(metric(lbfed.FederationMetrics, "webhook_calls", `webhook_name="deleteLoadBalancer"`, w.ex.Namespace+"/radware")).To(Equal(1.0))
 		g.Expect(w.clustersBehindVIP(3)).To(BeEmpty(), "the VIP is gone from the device")
+		weights := w.deviceWeights(g)
+		for _, addr := range all {
+			g.Expect(weights).NotTo(HaveKey(strings.Split(addr, ":")[0]), "no real server left behind")
+		}
 	})
 }

@@ -86,7 +86,7 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, nil
 	}
 	orig := br.DeepCopy()
-	res, err := r.register(ctx, br, drv)
+	res, err := r.register(ctx, w, br, drv)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -98,9 +98,12 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return res, nil
 }
 
-// register generates the address if needed, then ensures the backend; both steps in one
-// reconcile and one status write, so a new backend costs one round trip to the API server.
-func (r *BackendRecordReconciler) register(ctx context.Context, br *lbcfv1beta1.BackendRecord, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
+// register generates the address if needed, then ensures the backend, in one reconcile. A
+// generated address is written to the status before ensureBackend: were the process killed
+// after the device took the backend but before a later status write, the record would not know
+// what to deregister and the backend would stay on the front end. Static addresses need no
+// write: the spec has them.
+func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
 	ep := driver.EndpointFor(drv)
 	if br.Status.BackendAddr == "" {
 		if br.Spec.StaticAddr != nil {
@@ -124,7 +127,11 @@ func (r *BackendRecordReconciler) register(ctx context.Context, br *lbcfv1beta1.
 				r.setRegistered(br, o)
 				return r.finish(br, o, false), nil
 			}
+			before := br.DeepCopy()
 			br.Status.BackendAddr = rsp.BackendAddr
+			if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(before)) }); err != nil {
+				return ctrl.Result{}, fmt.Errorf("record address %s: %w", rsp.BackendAddr, client.IgnoreNotFound(err))
+			}
 			if r.BackendSuccessEvents {
 				r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "SuccGenerateAddr", "GenerateAddr", "addr: %s", rsp.BackendAddr)
 			}
@@ -193,8 +200,12 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 		return ctrl.Result{}, nil
 	}
 	var o outcome
-	if br.Status.BackendAddr == "" {
-		o.status = driver.StatusSucc // never registered anywhere
+	addr := br.Status.BackendAddr
+	if addr == "" && br.Spec.StaticAddr != nil {
+		addr = *br.Spec.StaticAddr // ensureBackend may have run before any status write
+	}
+	if addr == "" {
+		o.status = driver.StatusSucc // never registered anywhere: the address is written first
 	} else {
 		drv, err := r.driverOf(ctx, br)
 		if err != nil || drv == nil {
@@ -205,7 +216,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 		}
 		rsp, err := r.Invoker.DeregisterBackend(ctx, driver.EndpointFor(drv), &driver.BackendOperationRequest{
 			RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.DeregisterBackend, string(br.UID))},
-			DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: br.Status.BackendAddr, Parameters: br.Spec.Parameters,
+			DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: addr, Parameters: br.Spec.Parameters,
 			InjectedInfo: br.Status.InjectedInfo,
 		})
 		o = outcomeOf(commonOfBackend(rsp, err))

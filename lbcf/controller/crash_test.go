@@ -100,6 +100,35 @@ func TestKillAndRestartLosesNothing(t *testing.T) {
 	g.Eventually(func() int { return len(e.drv.LoadBalancers()) }, wait).Should(BeZero())
 }
 
+// The device takes a backend, then the controller dies before it hears back (so before it
+// writes anything about the ensure). The pod goes away meanwhile; after the restart the backend
+// must still be deregistered: the record knew its address before ensureBackend was called.
+func TestKilledAfterDeviceTookBackendLeavesNoOrphan(t *testing.T) {
+	e := newEnv(t)
+	g := e.g
+	bin := buildController(t)
+	kubeconfig := writeKubeconfig(t, e)
+	e.drv.Inject(driver.EnsureBackend, memdriver.Fault{LoseAnswer: 1})
+	e.driverObj("mem")
+	e.lb("lb1", "mem")
+	pod := e.pod("web-0", "web", "10.4.0.1")
+	e.podGroup("web", []string{"lb1"}, []int32{80})
+
+	proc := startController(t, bin, kubeconfig)
+	id := e.lbID("lb1")
+	g.Eventually(e.backends(id), wait).Should(ConsistOf("10.4.0.1:80"), "the device took the backend")
+	g.Expect(proc.Process.Kill()).To(Succeed())
+	_ = proc.Wait()
+	g.Expect(e.records("web")).To(HaveLen(1))
+	g.Expect(e.records("web")[0].IsRegistered()).To(BeFalse(), "the answer was lost, so nothing says registered")
+	g.Expect(e.c.Delete(e.ctx, pod)).To(Succeed())
+
+	proc = startController(t, bin, kubeconfig)
+	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
+	g.Eventually(e.backends(id), wait).Should(BeEmpty(), "deregistered although no ensure answer was ever recorded")
+	g.Eventually(func() []lbcfv1beta1.BackendRecord { return e.records("web") }, wait).Should(BeEmpty())
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

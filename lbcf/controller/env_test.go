@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -102,6 +103,8 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
+		// As cmd/lbcf-controller caches.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
 	})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if opts.Invoker == nil {

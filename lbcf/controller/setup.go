@@ -25,7 +25,7 @@ import (
 
 // Field indexes.
 const (
-	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord: spec.lbName|status.backendAddr
+	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord being deleted: spec.lbName|status.backendAddr
 	indexGroupLB        = "lbfed.lb"        // BackendGroup: namespace/name of every LoadBalancer it may use
 	indexGroupService   = "lbfed.service"   // BackendGroup: namespace/name of its Service
 	indexGroupNodeBound = "lbfed.nodeBound" // BackendGroup: "true" for Service (node) backends
@@ -40,7 +40,9 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	fi := mgr.GetFieldIndexer()
 	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, func(o client.Object) []string {
 		br := o.(*lbcfv1beta1.BackendRecord)
-		if br.Status.BackendAddr == "" {
+		// Only records being deregistered are looked up (addrBeingDeregistered); indexing just
+		// those keeps the index near empty instead of one entry per record.
+		if br.Status.BackendAddr == "" || br.DeletionTimestamp == nil {
 			return nil
 		}
 		return []string{lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}

@@ -77,6 +77,10 @@ type Fault struct {
 	BadJSON int
 	// Latency delays every call (until the request is cancelled).
 	Latency time.Duration
+	// LoseAnswer (ensureBackend only): the next LoseAnswer calls change the load balancer and
+	// then never answer, until the caller gives up — a device that applied a change whose
+	// caller crashed or timed out before hearing back.
+	LoseAnswer int
 	// RetryDelay is the minRetryDelayInSeconds of injected Fail and Running answers.
 	RetryDelay int32
 	// Msg is the message of injected answers.
@@ -464,20 +468,30 @@ func (d *Driver) EnsureBackend(ctx context.Context, req *driver.BackendOperation
 	if err != nil {
 		return nil, err
 	}
-	defer d.mu.Unlock()
+	rsp, lost := d.ensureBackend(req, injected, record)
+	d.mu.Unlock()
+	if lost {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return rsp, nil
+}
+
+// ensureBackend is EnsureBackend's work, with d.mu held; lost reports an answer to withhold.
+func (d *Driver) ensureBackend(req *driver.BackendOperationRequest, injected *driver.ResponseForFailRetryHooks, record func(string)) (_ *driver.BackendOperationResponse, lost bool) {
 	if injected != nil {
 		record(injected.Status)
-		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: *injected}, nil
+		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: *injected}, false
 	}
 	id := req.LBInfo[LBIDKey]
 	lb, ok := d.lbs[id]
 	if !ok {
 		record(driver.StatusFail)
-		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Fail(fmt.Sprintf("load balancer %q not found", id), 0)}, nil
+		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Fail(fmt.Sprintf("load balancer %q not found", id), 0)}, false
 	}
 	if req.BackendAddr == "" {
 		record(driver.StatusFail)
-		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Fail("empty backendAddr", 0)}, nil
+		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Fail("empty backendAddr", 0)}, false
 	}
 	if !req.DryRun {
 		params := maps.Clone(req.Parameters)
@@ -486,9 +500,14 @@ func (d *Driver) EnsureBackend(ctx context.Context, req *driver.BackendOperation
 		}
 		lb.Backends[req.BackendAddr] = params
 	}
+	if f := d.faults[driver.EnsureBackend]; f != nil && f.LoseAnswer > 0 {
+		f.LoseAnswer--
+		record("lost")
+		return nil, true
+	}
 	record(driver.StatusSucc)
 	return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Succ(),
-		InjectedInfo: map[string]string{"backendID": id + "/" + req.BackendAddr}}, nil
+		InjectedInfo: map[string]string{"backendID": id + "/" + req.BackendAddr}}, false
 }
 
 // DeregisterBackend implements driver.Driver.

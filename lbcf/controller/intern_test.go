@@ -1,0 +1,96 @@
+package controller_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+)
+
+func recordTransform(t *testing.T) cache.TransformFunc {
+	for o, by := range controller.CacheByObject() {
+		if _, ok := o.(*lbcfv1beta1.BackendRecord); ok {
+			return by.Transform
+		}
+	}
+	t.Fatal("no BackendRecord cache transform")
+	return nil
+}
+
+// decoded returns a record as the informer would: freshly decoded from JSON.
+func decoded(t *testing.T, pod, addr string, params map[string]string) *lbcfv1beta1.BackendRecord {
+	in := &lbcfv1beta1.BackendRecord{
+		ObjectMeta: metav1.ObjectMeta{Name: "r-" + pod, Namespace: "ns",
+			Labels:        map[string]string{lbcfv1beta1.LabelLBName: "vip", lbcfv1beta1.LabelPodName: pod, lbcfv1beta1.LabelCluster: "m1"},
+			Finalizers:    []string{lbcfv1beta1.FinalizerDeregisterBackend},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "lbfed"}},
+		},
+		Spec: lbcfv1beta1.BackendRecordSpec{LBName: "vip", LBDriver: "radware",
+			LBInfo: map[string]string{"vip": "10.0.0.1", "port": "80"}, LBAttributes: map[string]string{},
+			Parameters: params, PodBackendInfo: &lbcfv1beta1.PodBackendRecord{Name: pod, Port: lbcfv1beta1.PortSelector{Port: 80}}},
+		Status: lbcfv1beta1.BackendRecordStatus{BackendAddr: addr,
+			Conditions: []lbcfv1beta1.BackendRecordCondition{{Type: lbcfv1beta1.BackendRegistered, Status: lbcfv1beta1.ConditionTrue}}},
+	}
+	js, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lbcfv1beta1.BackendRecord{}
+	if err := json.Unmarshal(js, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mapID(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
+
+func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
+	g := NewWithT(t)
+	transform := recordTransform(t)
+	a := decoded(t, "a", "10.1.0.1:80", map[string]string{"weight": "1", lbcfv1beta1.ParamCluster: "m1"})
+	b := decoded(t, "b", "10.1.0.2:80", map[string]string{"weight": "1", lbcfv1beta1.ParamCluster: "m1"})
+	c := decoded(t, "c", "10.1.0.3:80", map[string]string{"weight": "3", lbcfv1beta1.ParamCluster: "m1"})
+	n := decoded(t, "n", "10.1.0.4:80", nil)
+	want := map[string]*lbcfv1beta1.BackendRecord{}
+	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c, n} {
+		w := r.DeepCopy()
+		w.ManagedFields = nil
+		want[r.Name] = w
+	}
+	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c, n} {
+		got, err := transform(r)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(want[r.Name]), "content unchanged but managed fields")
+	}
+	g.Expect(mapID(a.Spec.Parameters)).To(Equal(mapID(b.Spec.Parameters)), "equal parameters are one map")
+	g.Expect(mapID(a.Spec.Parameters)).NotTo(Equal(mapID(c.Spec.Parameters)))
+	g.Expect(mapID(a.Spec.LBInfo)).To(Equal(mapID(c.Spec.LBInfo)))
+	g.Expect(a.Spec.LBAttributes).To(BeEmpty())
+	g.Expect(a.Spec.LBAttributes).NotTo(BeNil(), "empty stays empty, not absent")
+	g.Expect(n.Spec.Parameters).To(BeNil(), "absent stays absent")
+	g.Expect(mapID(a.Labels)).NotTo(Equal(mapID(b.Labels)), "labels name the pod: one map per record")
+
+	// What callers get from the cache are deep copies: changing one leaves the shared map alone.
+	cp := a.DeepCopy()
+	cp.Spec.Parameters["weight"] = "9"
+	g.Expect(b.Spec.Parameters).To(HaveKeyWithValue("weight", "1"))
+
+	// Ambiguous-looking contents stay apart.
+	x := decoded(t, "x", "", map[string]string{"a:1": "b"})
+	y := decoded(t, "y", "", map[string]string{"a": "1:b"})
+	_, _ = transform(x)
+	_, _ = transform(y)
+	g.Expect(x.Spec.Parameters).To(Equal(map[string]string{"a:1": "b"}))
+	g.Expect(y.Spec.Parameters).To(Equal(map[string]string{"a": "1:b"}))
+
+	other := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: "bg"}}
+	got, err := transform(other)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got).To(BeIdenticalTo(other), "other kinds pass through")
+}
