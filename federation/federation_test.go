@@ -79,7 +79,6 @@ type env struct {
 	bg    *lbcfv1beta1.BackendGroup
 	rb    *workv1alpha2.ResourceBinding
 	lbID  string
-	names []string // cluster names created by this test
 }
 
 func newEnv(t *testing.T, grace time.Duration) *env { return newEnvTB(t, grace) }

@@ -170,7 +170,7 @@ func TestClientMetrics(t *testing.T) {
 		case 2:
 			answer(`{"status":"Fail","msg":"quota"}`)(w, r)
 		default:
-			http.Error(w, "down", 503)
+			http.Error(w, "down", http.StatusServiceUnavailable)
 		}
 	}))
 	defer srv.Close()

@@ -254,12 +254,7 @@ func (c *config) validate(knownHealthIDs map[string]bool) []string {
 			errs = append(errs, fmt.Sprintf("Group %s: backup group %s does not exist.", name, b))
 		}
 	}
-	type listenKey struct {
-		ip   string
-		port int64
-		udp  bool
-	}
-	used := map[listenKey]string{}
+	used := map[listenSpec]string{}
 	for _, svc := range c.list(stVirtService) {
 		vsName, idx := svc.idxString(0), svc.idx[1]
 		vs := c.get(stVirtServer, svc.idx[:1])
@@ -279,12 +274,11 @@ func (c *config) validate(knownHealthIDs map[string]bool) []string {
 			continue
 		}
 		for _, k := range listenKeys(ip, svc) {
-			lk := listenKey{k.ip, k.port, k.udp}
-			if other, ok := used[lk]; ok {
+			if other, ok := used[k]; ok {
 				errs = append(errs, fmt.Sprintf("Virtual server %s service %v: duplicate virtual IP/port %s:%d, already used by %s.", vsName, idx, ip, k.port, other))
 				continue
 			}
-			used[lk] = fmt.Sprintf("%s/%v", vsName, idx)
+			used[k] = fmt.Sprintf("%s/%v", vsName, idx)
 		}
 	}
 	return errs
