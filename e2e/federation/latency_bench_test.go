@@ -68,7 +68,9 @@ func BenchmarkPodReadyToRegistered(b *testing.B) {
 	}
 
 	var mu sync.Mutex
-	readyAt, registeredAt := map[string]time.Time{}, map[string]time.Time{}
+	// Stages: Ready on m1 → record on Karmada (member status, binding, federation) → address
+	// written → Registered (driver and device).
+	readyAt, createdAt, addrAt, registeredAt := map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
 	podWatch, err := kube.CoreV1().Pods(ex.Namespace).Watch(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	if err != nil {
 		b.Fatal(err)
@@ -95,14 +97,25 @@ func BenchmarkPodReadyToRegistered(b *testing.B) {
 		b.Fatal(err)
 	}
 	go func() {
-		for br := range recWatch {
-			if br.IsRegistered() && br.Spec.PodBackendInfo != nil {
-				mu.Lock()
-				if _, seen := registeredAt[br.Spec.PodBackendInfo.Name]; !seen {
-					registeredAt[br.Spec.PodBackendInfo.Name] = time.Now()
-				}
-				mu.Unlock()
+		first := func(m map[string]time.Time, name string, now time.Time) {
+			if _, seen := m[name]; !seen {
+				m[name] = now
 			}
+		}
+		for br := range recWatch {
+			if br.Spec.PodBackendInfo == nil {
+				continue
+			}
+			now, name := time.Now(), br.Spec.PodBackendInfo.Name
+			mu.Lock()
+			first(createdAt, name, now)
+			if br.Status.BackendAddr != "" {
+				first(addrAt, name, now)
+			}
+			if br.IsRegistered() {
+				first(registeredAt, name, now)
+			}
+			mu.Unlock()
 		}
 	}()
 
@@ -149,6 +162,21 @@ func BenchmarkPodReadyToRegistered(b *testing.B) {
 	b.ReportMetric(pct(0.5).Seconds(), "s-p50")
 	b.ReportMetric(pct(0.99).Seconds(), "s-p99")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "s-max")
+	stage := func(from, to map[string]time.Time, unit string) {
+		var d []time.Duration
+		for name, t := range from {
+			if u, ok := to[name]; ok {
+				d = append(d, u.Sub(t))
+			}
+		}
+		if len(d) > 0 {
+			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+			b.ReportMetric(d[len(d)/2].Seconds(), unit)
+		}
+	}
+	stage(readyAt, createdAt, "s-p50-to-record")
+	stage(createdAt, addrAt, "s-p50-record-to-addr")
+	stage(addrAt, registeredAt, "s-p50-addr-to-registered")
 }
 
 // karmadaWatch streams the BackendRecords of a namespace on the Karmada API server.

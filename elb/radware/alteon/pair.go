@@ -35,6 +35,8 @@ type PairOptions struct {
 	// (default 3).
 	Attempts int
 	// PollInterval is the period of apply/save/sync status polling (default 200ms, as goalteon).
+	// Each wait polls first after PollInterval/8 and doubles up to it: a quick commit is seen
+	// sooner, a slow one costs three more reads.
 	PollInterval time.Duration
 	// ApplyTimeout, SaveTimeout and SyncTimeout bound each wait (defaults 3m, 30s, 60s).
 	ApplyTimeout, SaveTimeout, SyncTimeout time.Duration
@@ -432,6 +434,7 @@ var errPollTimeout = errors.New("timed out waiting for the device")
 // poll reads a scalar until done accepts it.
 func (p *Pair) poll(ctx context.Context, m *Client, name string, timeout time.Duration, done func(int) bool) (int, error) {
 	deadline := time.Now().Add(timeout)
+	interval := p.opts.PollInterval / 8
 	for {
 		r, err := m.Scalars(ctx, name)
 		if err != nil {
@@ -444,9 +447,10 @@ func (p *Pair) poll(ctx context.Context, m *Client, name string, timeout time.Du
 		if time.Now().After(deadline) {
 			return v, fmt.Errorf("%w: %s is %d after %s", errPollTimeout, name, v, timeout)
 		}
-		if err := sleep(ctx, p.opts.PollInterval); err != nil {
+		if err := sleep(ctx, interval); err != nil {
 			return v, err
 		}
+		interval = min(2*interval, p.opts.PollInterval)
 	}
 }
 
