@@ -16,8 +16,9 @@ import (
 )
 
 // BenchmarkRegister5000Pods: a BackendGroup selecting 5,000 Ready pods, from creation to every
-// backend registered on the memdriver, with the controller's default settings (client QPS
-// 500/1000 as lbcf-controller's flags; each backend costs three writes: the record, its address
+// backend registered on the memdriver, with the engine's default settings (client QPS 500/1000
+// as lbcf-controller's flags; success events off — lbcf-controller turns them on as the original
+// did, two more writes per backend; each backend costs three writes: the record, its address
 // before ensureBackend (crash safety), and Registered). The original LBCF's floor for the same
 // job is 500 s: its 10 qps queue limiter paces the 5,000 records. Run with:
 //
