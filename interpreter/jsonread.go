@@ -415,24 +415,34 @@ func (r *jsonReader) stringValue() (string, int) {
 	return "", kindMismatch
 }
 
-// intValue reads an integer that fits bits; anything else (null, another type, a fraction, an
-// exponent, out of range) is consumed and reported like encoding/json would not store it.
-func (r *jsonReader) intValue(bits int) (int64, int) {
+// numberText reads a number and returns its bytes (converted at the parse call, which need not
+// allocate); null gives kindNull, another type is skipped (kindMismatch).
+func (r *jsonReader) numberText() ([]byte, int) {
 	c := r.peek()
 	if c != '-' && (c < '0' || c > '9') {
 		if c == 'n' {
 			r.literal("null")
-			return 0, kindNull
+			return nil, kindNull
 		}
 		r.skipValue(0)
-		return 0, kindMismatch
+		return nil, kindMismatch
 	}
 	start := r.i
 	r.skipNumber()
 	if r.err != nil {
-		return 0, kindMismatch
+		return nil, kindMismatch
 	}
-	n, err := strconv.ParseInt(string(r.b[start:r.i]), 10, bits)
+	return r.b[start:r.i], kindOK
+}
+
+// intValue reads an integer that fits bits; anything else (null, another type, a fraction, an
+// exponent, out of range) is consumed and reported like encoding/json would not store it.
+func (r *jsonReader) intValue(bits int) (int64, int) {
+	text, kind := r.numberText()
+	if kind != kindOK {
+		return 0, kind
+	}
+	n, err := strconv.ParseInt(string(text), 10, bits)
 	if err != nil {
 		return 0, kindMismatch
 	}
@@ -443,21 +453,11 @@ func (r *jsonReader) intValue(bits int) (int64, int) {
 // numbers (as float64): "3", "3.0" and "3e0" are all 3. Anything else is consumed and
 // reported as a mismatch (kindNull for null).
 func (r *jsonReader) integralValue() (int64, int) {
-	c := r.peek()
-	if c != '-' && (c < '0' || c > '9') {
-		if c == 'n' {
-			r.literal("null")
-			return 0, kindNull
-		}
-		r.skipValue(0)
-		return 0, kindMismatch
+	text, kind := r.numberText()
+	if kind != kindOK {
+		return 0, kind
 	}
-	start := r.i
-	r.skipNumber()
-	if r.err != nil {
-		return 0, kindMismatch
-	}
-	f, err := strconv.ParseFloat(string(r.b[start:r.i]), 64)
+	f, err := strconv.ParseFloat(string(text), 64)
 	if err != nil {
 		return 0, kindMismatch
 	}
