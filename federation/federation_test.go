@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -114,7 +113,7 @@ func (e *env) startController(grace time.Duration) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
 		// As cmd/lbfed-controller caches.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: federation.CacheByObject()}})
+		Cache: federation.CacheOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

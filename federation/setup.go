@@ -148,27 +148,25 @@ func readinessChanged() predicate.Funcs {
 	}}
 }
 
-// CacheByObject are cache settings the federation's manager should use: ResourceBindings of
-// other kinds (every propagated Deployment, Service, … has one, with every member's status) are
-// cached as the bare reference the federation reads, which keeps memory independent of the rest
-// of the Karmada control plane; BackendRecords as the engine caches them.
-func CacheByObject() map[client.Object]cache.ByObject {
-	out := controller.CacheByObject()
-	maps.Copy(out, map[client.Object]cache.ByObject{
-		&workv1alpha2.ResourceBinding{}: {Transform: func(o any) (any, error) {
-			rb, ok := o.(*workv1alpha2.ResourceBinding)
-			if !ok {
-				return o, nil
-			}
-			rb.ManagedFields = nil
-			if rb.Spec.Resource.APIVersion == lbcfv1beta1.APIVersion {
-				return rb, nil
-			}
-			rb.Annotations = nil
-			rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters}
-			rb.Status = workv1alpha2.ResourceBindingStatus{}
+// CacheOptions are the cache settings of the federation's manager: the engine's, and
+// ResourceBindings of other kinds (every propagated Deployment, Service, … has one, with every
+// member's status) cached as the bare reference the federation reads, which keeps memory
+// independent of the rest of the Karmada control plane.
+func CacheOptions() cache.Options {
+	out := controller.CacheOptions()
+	out.ByObject[&workv1alpha2.ResourceBinding{}] = cache.ByObject{Transform: func(o any) (any, error) {
+		rb, ok := o.(*workv1alpha2.ResourceBinding)
+		if !ok {
+			return o, nil
+		}
+		rb.ManagedFields = nil
+		if rb.Spec.Resource.APIVersion == lbcfv1beta1.APIVersion {
 			return rb, nil
-		}},
-	})
+		}
+		rb.Annotations = nil
+		rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters}
+		rb.Status = workv1alpha2.ResourceBindingStatus{}
+		return rb, nil
+	}}
 	return out
 }

@@ -18,7 +18,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -133,8 +132,7 @@ func run(ctx context.Context, f flags) error {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: f.webhookHost, Port: f.webhookPort, CertDir: certDir, CertName: certName, KeyName: keyName,
 		}),
-		// Big clusters: managed fields are half of a cached pod and never read here.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
+		Cache: controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -82,7 +81,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "lbfed-controller-federation",
 		LeaderElectionNamespace: c.leaderElectNamespace,
-		Cache:                   cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: federation.CacheByObject()},
+		Cache:                   federation.CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

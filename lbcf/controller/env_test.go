@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -104,7 +103,7 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
 		// As cmd/lbcf-controller caches.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: controller.CacheByObject()},
+		Cache: controller.CacheOptions(),
 	})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if opts.Invoker == nil {

@@ -147,11 +147,15 @@ func (in *recordInterner) transform(o any) (any, error) {
 	return br, nil
 }
 
-// CacheByObject are the cache settings for BackendRecords every manager running the engine
-// should use (merge them into cache.Options.ByObject): managed fields dropped and repeated
-// content shared (see recordInterner).
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&lbcfv1beta1.BackendRecord{}: {Transform: newRecordInterner().transform},
+// CacheOptions are the cache settings of every manager running the engine: managed fields,
+// never read here and half of a cached pod, are dropped from everything; BackendRecords also
+// share their repeated content (see recordInterner; a ByObject transform replaces the default
+// one, so it drops managed fields itself).
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&lbcfv1beta1.BackendRecord{}: {Transform: newRecordInterner().transform},
+		},
 	}
 }

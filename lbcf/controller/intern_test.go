@@ -14,7 +14,7 @@ import (
 )
 
 func recordTransform(t *testing.T) cache.TransformFunc {
-	for o, by := range controller.CacheByObject() {
+	for o, by := range controller.CacheOptions().ByObject {
 		if _, ok := o.(*lbcfv1beta1.BackendRecord); ok {
 			return by.Transform
 		}
