@@ -67,17 +67,17 @@ var scheme = func() *runtime.Scheme {
 }()
 
 type env struct {
-	t     testing.TB
-	g     Gomega
-	ctx   context.Context
-	cfg   *rest.Config
-	c     client.Client
-	ns    string
-	drv   *memdriver.Driver
-	url   string
-	bg    *lbcfv1beta1.BackendGroup
-	rb    *workv1alpha2.ResourceBinding
-	lbID  string
+	t    testing.TB
+	g    Gomega
+	ctx  context.Context
+	cfg  *rest.Config
+	c    client.Client
+	ns   string
+	drv  *memdriver.Driver
+	url  string
+	bg   *lbcfv1beta1.BackendGroup
+	rb   *workv1alpha2.ResourceBinding
+	lbID string
 }
 
 func newEnv(t *testing.T, grace time.Duration) *env { return newEnvTB(t, grace) }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,10 +17,9 @@ import (
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
@@ -42,31 +40,8 @@ func buildLbfedController(tb testing.TB) string {
 	return bin
 }
 
-func kubeconfigFile(tb testing.TB, e *env) string {
-	cfg := e.cfg
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	path := filepath.Join(tb.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		tb.Fatal(err)
-	}
-	return path
-}
-
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) *controllerProcess {
-	mp := freePort(tb)
+	mp := testenv.FreePort(tb)
 	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
 	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
 		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0", "--federation-profiling")
@@ -207,7 +182,7 @@ func BenchmarkRestartResync(b *testing.B) {
 	b.StopTimer()
 	e := newEnvWithoutController(b)
 	bin := buildLbfedController(b)
-	kc := kubeconfigFile(b, e)
+	kc := testenv.Cluster(b).KubeconfigPath()
 	e.scaleWorld(b, lbs, groups, perCluster, "m1", "m2")
 	first := startLbfedController(b, bin, kc)
 	e.g.Eventually(e.registeredRecords, 30*time.Minute, 2*time.Second).Should(Equal(groups * perCluster * 2))
@@ -254,7 +229,7 @@ func BenchmarkControllerRSS(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				e := newEnvWithoutController(b)
 				bin := buildLbfedController(b)
-				kc := kubeconfigFile(b, e)
+				kc := testenv.Cluster(b).KubeconfigPath()
 				e.scaleWorld(b, groups, groups, perCluster, "m1", "m2", "m3")
 				start := time.Now()
 				var env []string

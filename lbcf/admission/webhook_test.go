@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -61,7 +60,7 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 	certDir := t.TempDir()
 	ca, err := servingcert.Ensure(certDir, []string{"127.0.0.1"}, time.Hour)
 	g.Expect(err).NotTo(HaveOccurred())
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	srv := webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})
 	hooks := &lbcfadmission.Webhooks{Client: c, Invoker: driver.NewClient(driver.ClientOptions{}), Decoder: admission.NewDecoder(scheme)}
 	hooks.Register(srv)
@@ -201,13 +200,4 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 			Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: "mem"}})).To(MatchError(ContainSubstring("draining")))
 	})
 
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

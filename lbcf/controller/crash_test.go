@@ -3,7 +3,6 @@ package controller_test
 import (
 	"fmt"
 	"math/rand"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +13,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
@@ -29,7 +27,7 @@ func TestKillAndRestartLosesNothing(t *testing.T) {
 	e := newEnv(t)
 	g := e.g
 	bin := buildController(t)
-	kubeconfig := writeKubeconfig(t, e)
+	kubeconfig := testenv.Cluster(t).KubeconfigPath()
 	e.drv.Inject(driver.EnsureBackend, memdriver.Fault{Latency: 30 * time.Millisecond})
 	e.drv.Inject(driver.DeregisterBackend, memdriver.Fault{Latency: 30 * time.Millisecond})
 	e.driverObj("mem")
@@ -107,7 +105,7 @@ func TestKilledAfterDeviceTookBackendLeavesNoOrphan(t *testing.T) {
 	e := newEnv(t)
 	g := e.g
 	bin := buildController(t)
-	kubeconfig := writeKubeconfig(t, e)
+	kubeconfig := testenv.Cluster(t).KubeconfigPath()
 	e.drv.Inject(driver.EnsureBackend, memdriver.Fault{LoseAnswer: 1})
 	e.driverObj("mem")
 	e.lb("lb1", "mem")
@@ -148,37 +146,12 @@ func buildController(t *testing.T) string {
 	return bin
 }
 
-func writeKubeconfig(t *testing.T, e *env) string {
-	t.Helper()
-	cfg := e.cfg
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func startController(t *testing.T, bin, kubeconfig string) *exec.Cmd {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--mode=standalone", "--leader-elect=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(freePort(t)), "--cert-dir="+dir, "--self-signed-cert-hosts=127.0.0.1",
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(testenv.FreePort(t)), "--cert-dir="+dir, "--self-signed-cert-hosts=127.0.0.1",
 		"--min-retry-delay=200ms", "--retry-delay-step=200ms", "--max-retry-delay=2s")
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))
 	if err != nil {

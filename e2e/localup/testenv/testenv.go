@@ -138,6 +138,14 @@ func Config(t testing.TB) *rest.Config {
 	return Cluster(t).RESTConfig()
 }
 
+// FreePort returns a loopback port nothing listens on, for a process under test.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, err := localup.FreePorts(1)
+	check(t, err)
+	return ports[0]
+}
+
 // Topology returns the package's shared Karmada topology, starting it on first use.
 func Topology(t testing.TB) *localup.Topology {
 	t.Helper()
