@@ -32,11 +32,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbfed/lbfed/charts/manifests"
+	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
@@ -201,18 +201,15 @@ func binaryPath(t *testing.T, name string) string {
 }
 
 // impersonatingKubeconfig writes a kubeconfig for cl that acts as the ServiceAccount, so a
-// process run with it has exactly the chart's RBAC.
-func impersonatingKubeconfig(t *testing.T, cl *localup.Cluster, namespace, serviceAccount string) string {
+// process run with it has exactly the chart's RBAC, once the API server authorizes everything
+// the chart's bindings grant it (a process started earlier logs "forbidden" for a while).
+func impersonatingKubeconfig(ctx context.Context, t *testing.T, cl *localup.Cluster, c client.Client, objs []*unstructured.Unstructured, namespace, serviceAccount string) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(cl.KubeconfigPath())
-	if err != nil {
+	if err := deploy.WaitRBAC(ctx, c, objs, namespace, serviceAccount); err != nil {
 		t.Fatal(err)
 	}
-	user := cfg.Contexts[cfg.CurrentContext].AuthInfo
-	cfg.AuthInfos[user].Impersonate = "system:serviceaccount:" + namespace + ":" + serviceAccount
-	cfg.AuthInfos[user].ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	path, err := deploy.ImpersonatingKubeconfig(cl, namespace, serviceAccount, t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -300,7 +297,7 @@ func TestStandaloneControllerRunsWithChartRBAC(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ports := freePorts(t, 3)
 	args = manifests.SetFlags(args, map[string]string{
-		"kubeconfig":                impersonatingKubeconfig(t, cl, ns, "lbcf-controller"),
+		"kubeconfig":                impersonatingKubeconfig(ctx, t, cl, c, objs, ns, "lbcf-controller"),
 		"cert-dir":                  certDir,
 		"webhook-host":              "127.0.0.1",
 		"webhook-port":              strconv.Itoa(ports[0]),
@@ -382,7 +379,7 @@ func TestMemberControllerFromLBFedChart(t *testing.T) {
 	args, err := manifests.ContainerArgs(manifests.Find(split.Karmada, "Deployment", ns, "lbcf-controller"), "lbcf-controller")
 	g.Expect(err).NotTo(HaveOccurred())
 	args = manifests.SetFlags(args, map[string]string{
-		"kubeconfig":                impersonatingKubeconfig(t, cl, ns, "lbcf-controller"),
+		"kubeconfig":                impersonatingKubeconfig(ctx, t, cl, c, split.Karmada, ns, "lbcf-controller"),
 		"cert-dir":                  certDir,
 		"webhook-host":              "127.0.0.1",
 		"webhook-port":              strconv.Itoa(ports[0]),

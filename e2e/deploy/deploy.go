@@ -256,7 +256,7 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	if err != nil {
 		return err
 	}
-	if err := waitRBAC(ctx, kc, split.Karmada, ControlPlaneNamespace, "lbfed-controller"); err != nil {
+	if err := WaitRBAC(ctx, kc, split.Karmada, ControlPlaneNamespace, "lbfed-controller"); err != nil {
 		return fmt.Errorf("karmada-apiserver: %w", err)
 	}
 	kubeconfig, err := ImpersonatingKubeconfig(t.Karmada(), ControlPlaneNamespace, "lbfed-controller", run)
@@ -315,7 +315,7 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		if err != nil {
 			return err
 		}
-		if err := waitRBAC(ctx, mc, split.Karmada, MemberNamespace, "lbcf-controller"); err != nil {
+		if err := WaitRBAC(ctx, mc, split.Karmada, MemberNamespace, "lbcf-controller"); err != nil {
 			return fmt.Errorf("member %s: %w", m.Name(), err)
 		}
 		kubeconfig, err := ImpersonatingKubeconfig(m, MemberNamespace, "lbcf-controller", run)

@@ -13,12 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// waitRBAC waits until the API server behind c authorizes the ServiceAccount namespace/sa for
+// WaitRBAC waits until the API server behind c authorizes the ServiceAccount namespace/sa for
 // every rule the chart's bindings (in objs) grant it. Bindings reach members through Karmada
 // propagation and the authorizer's informers lag behind writes, so a process started earlier
 // would log "forbidden" for a while — a kubelet-started pod would too, but the tests read those
 // lines as missing permissions.
-func waitRBAC(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, namespace, sa string) error {
+func WaitRBAC(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, namespace, sa string) error {
 	reviews, err := grantedReviews(objs, namespace, sa)
 	if err != nil {
 		return err
