@@ -183,6 +183,20 @@ func TestLBFedRender(t *testing.T) {
 				g.Expect(del.Spec.Template.Spec.Containers[0].Name).To(Equal("objects"))
 			},
 		},
+		"monitoring-values.yaml": {
+			controller: true, member: true, memberNS: "lbfed-system", url: svcURL,
+			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
+			external: []string{"karmada-kubeconfig"},
+			check: func(g Gomega, r lbfedRendering) {
+				sm := find(r.host, "ServiceMonitor", "lbfed-controller")
+				g.Expect(sm).NotTo(BeNil())
+				g.Expect(sm.GetLabels()).To(HaveKeyWithValue("release", "prometheus"))
+				g.Expect(find(r.host, "PrometheusRule", "lbfed-controller")).NotTo(BeNil())
+				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--federation-member-loss-policy=FailStatic", "--federation-candidates-budget-bytes=1228800"))
+			},
+		},
 		"karmada-only-values.yaml": {
 			url: "https://lbfed.example.com:9443/interpret", caFromValue: true,
 			check: func(g Gomega, r lbfedRendering) {
