@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -94,6 +95,11 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 		MaxRetries: o.maxRetries, ResyncPeriod: o.resync, MaxConcurrentReconciles: o.concurrency,
 	}); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
+	}
+	// The leader finishes owed saves and syncs (a runnable that needs leader election: a save
+	// from another replica would be a second writer).
+	if err := mgr.Add(manager.RunnableFunc(fe.Run)); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -14,7 +14,8 @@
 // Window, or while a transaction runs, are written in one alteon.Pair transaction and committed
 // with one apply and one save (and sync), and each caller is answered once that transaction
 // committed or failed. A failed apply is retried as two halves, so one bad change cannot fail the
-// others. MaxBatch 1 turns coalescing off (the benchmark's baseline).
+// others. MaxBatch 1 turns coalescing off (the benchmark's baseline). Run finishes owed saves and
+// syncs every SettleInterval, so that a failed save is repaired even when no change follows.
 //
 // One process should drive a pair at a time: the pending configuration is global to a unit and
 // transactions are serialised only within a process (a transaction reverts leftover pending edits

@@ -31,6 +31,9 @@ type FrontendOptions struct {
 	// ProxyIPMode is the virtual services' ProxyIpMode: ingress(0, device default), egress(1),
 	// address(2), nwclss(3), disable(4).
 	ProxyIPMode int
+	// SettleInterval is the period of the check that finishes owed saves and syncs when no change
+	// comes along to do it (Run; default 30s).
+	SettleInterval time.Duration
 	// Metrics records commits (nil: none).
 	Metrics *Metrics
 	Logger  logr.Logger
@@ -63,10 +66,33 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 5 * time.Minute
 	}
+	if opts.SettleInterval <= 0 {
+		opts.SettleInterval = 30 * time.Second
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
 	return &Frontend{opts: opts, log: opts.Logger, drains: map[string]time.Time{}}, nil
+}
+
+// Run finishes owed work periodically until ctx ends: a save that failed or an apply that timed
+// out leaves the change live but unsaved and unsynced, and without a later change nothing else
+// would save and sync it before a reboot or failover loses it.
+func (f *Frontend) Run(ctx context.Context) error {
+	t := time.NewTicker(f.opts.SettleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, f.opts.CommitTimeout)
+		if err := f.opts.Pair.Settle(sctx); err != nil && ctx.Err() == nil {
+			f.log.Error(err, "finishing owed Alteon save/sync failed; trying again later", "owed", f.opts.Pair.Owed())
+		}
+		cancel()
+	}
 }
 
 // Pair returns the Alteon pair.

@@ -1,6 +1,7 @@
 package radware
 
 import (
+	"context"
 	"net/netip"
 	"testing"
 	"time"
@@ -90,4 +91,25 @@ func TestSyncOwnerAndDeleteOwner(t *testing.T) {
 	g.Expect(run.VirtualServers()).To(ConsistOf(other.ID()))
 	g.Expect(run.RealServers()).To(ConsistOf(other.ID() + "_10.0.0.9_30080"))
 	g.Expect(e.fe.DeleteOwner(testCtx(t), owner)).To(Succeed(), "idempotent")
+}
+
+// TestRunFinishesAFailedSave: the periodic check saves and syncs what a failed save left behind
+// although no further change comes (issue 14.1).
+func TestRunFinishesAFailedSave(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{frontend: FrontendOptions{SettleInterval: 20 * time.Millisecond}})
+	lb := mustLB(t, map[string]string{"vip": "192.0.2.21", "port": "80"}, "elb/c1/ns/web")
+	e.sim.A.InjectSaveFailure("Flash write error.")
+	_, err := e.fe.Sync(testCtx(t), lb, []Backend{be("10.0.0.1", 30080)})
+	g.Expect(err).To(MatchError(ContainSubstring("Flash write error.")))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(Equal([]string{lb.ID()}), "live")
+	g.Expect(e.sim.A.Snapshot(alteonsim.Flash).VirtualServers()).To(BeEmpty(), "not saved")
+
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error)
+	go func() { done <- e.fe.Run(ctx) }()
+	g.Eventually(func() []string { return e.sim.A.Snapshot(alteonsim.Flash).VirtualServers() }).Should(Equal([]string{lb.ID()}))
+	g.Eventually(func() []string { return e.sim.B.Snapshot(alteonsim.Flash).VirtualServers() }).Should(Equal([]string{lb.ID()}))
+	cancel()
+	g.Expect(<-done).To(Succeed())
 }

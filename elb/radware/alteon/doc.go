@@ -13,4 +13,10 @@
 // transaction again on the new master if the master changed before the commit was confirmed.
 // Transactions read before they write (Tx), so repeating one is safe and unchanged objects are not
 // rewritten.
+//
+// Commit work that did not finish is owed (Pair.Owed): a save that failed or an apply that timed
+// out leaves the change live but not in flash (a reboot loses it) nor on the backup (a failover
+// rolls it back). Every transaction reads agSavePending and finishes an owed save and sync before
+// it returns, even when it writes nothing; Pair.Settle does the same with no change at all, for a
+// periodic check. A new Pair owes one sync, as it cannot know how its predecessor ended.
 package alteon

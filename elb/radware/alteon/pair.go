@@ -78,12 +78,26 @@ type Pair struct {
 		commits, applies, saves, syncs, syncFailures, failovers, retries atomic.Int64
 	}
 	lastMaster atomic.Pointer[Client]
-	// syncOwed is set while the backup may lack committed configuration (a sync failed), so the
-	// next transaction syncs even when it changes nothing.
+	// saveOwed is set from the start of an apply until a save is confirmed: the running
+	// configuration may then differ from flash (a failed save, an apply that timed out but may
+	// still finish). The device's agSavePending says the same and is read by every transaction;
+	// the flag covers the time before the device admits it (an apply still running).
+	saveOwed atomic.Bool
+	// syncOwed is set while the backup may lack committed configuration (from the start of an
+	// apply until a sync succeeded), so the next transaction syncs even when it changes nothing.
+	// A new Pair owes one sync: it cannot know whether a previous process finished its last one.
 	syncOwed atomic.Bool
 }
 
-// SyncOwed reports whether the last sync to the backup failed and has not been repeated yet.
+// Owed is commit work a Pair still has to finish: a save (the running configuration may not be in
+// flash, so a reboot would lose it) and a sync (the backup may lack it, so a failover would roll
+// traffic back). Every transaction, and Settle, finishes it first.
+type Owed struct{ Save, Sync bool }
+
+// Owed reports the work still owed.
+func (p *Pair) Owed() Owed { return Owed{Save: p.saveOwed.Load(), Sync: p.syncOwed.Load()} }
+
+// SyncOwed reports whether a sync to the backup is owed.
 func (p *Pair) SyncOwed() bool { return p.syncOwed.Load() }
 
 // NewPair returns a Pair over one or two units.
@@ -95,7 +109,9 @@ func NewPair(opts PairOptions, units ...*Client) (*Pair, error) {
 	if len(units) == 1 {
 		opts.Sync = SyncNone
 	}
-	return &Pair{units: units, opts: opts, log: opts.Logger}, nil
+	p := &Pair{units: units, opts: opts, log: opts.Logger}
+	p.syncOwed.Store(opts.Sync == SyncExplicit)
+	return p, nil
 }
 
 // Stats are counters of a Pair's activity.
@@ -238,11 +254,11 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 		return Result{}, true, err
 	}
 	res := Result{Unit: m.Name()}
-	pending, err := p.applyPending(ctx, m)
+	st, err := p.pendingState(ctx, m)
 	if err != nil {
 		return res, true, err
 	}
-	if pending {
+	if st.apply {
 		p.log.Info("reverting foreign pending configuration before the transaction", "unit", m.Name())
 		if err := m.Action(ctx, "revert"); err != nil {
 			return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
@@ -257,6 +273,13 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	}
 	res.Writes = tx.Writes()
 	if tx.Writes() == 0 {
+		// Nothing to apply, but an earlier transaction may have left its save or sync undone.
+		if st.save || p.saveOwed.Load() {
+			p.log.Info("finishing an owed save", "unit", m.Name(), "devicePending", st.save)
+			if err := p.save(ctx, m); err != nil {
+				return res, p.masterLost(ctx, m, err), fmt.Errorf("owed save: %w", err)
+			}
+		}
 		if p.opts.Sync == SyncExplicit && p.syncOwed.Load() {
 			res.SyncErr = p.syncNow(ctx, m)
 		}
@@ -285,6 +308,16 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 		res.SyncErr = p.syncNow(ctx, m)
 	}
 	return res, false, nil
+}
+
+// Settle finishes owed work (save, sync) without changing anything: the periodic check that
+// repairs what a failed transaction left undone even when no change comes along.
+func (p *Pair) Settle(ctx context.Context) error {
+	res, err := p.Do(ctx, func(context.Context, *Tx) error { return nil })
+	if err == nil {
+		err = res.SyncErr
+	}
+	return err
 }
 
 func (p *Pair) syncNow(ctx context.Context, m *Client) error {
@@ -345,17 +378,30 @@ func (p *Pair) revert(m *Client) {
 	}
 }
 
-func (p *Pair) applyPending(ctx context.Context, m *Client) (bool, error) {
-	r, err := m.Scalars(ctx, "agApplyPending")
+// pending is what a unit reports as not yet applied or not yet saved.
+type pending struct{ apply, save bool }
+
+func (p *Pair) pendingState(ctx context.Context, m *Client) (pending, error) {
+	r, err := m.Scalars(ctx, "agApplyPending", "agSavePending")
 	if err != nil {
-		return false, fmt.Errorf("read agApplyPending on %s: %w", m.Name(), err)
+		return pending{}, fmt.Errorf("read agApplyPending,agSavePending on %s: %w", m.Name(), err)
 	}
-	return r.Int("agApplyPending") == 2, nil
+	return pending{apply: r.Int("agApplyPending") == 2, save: r.Int("agSavePending") == 1}, nil
 }
 
-// commit applies and saves on m and verifies both.
+// commit applies and saves on m and verifies both. From the apply on, a save and a sync are owed
+// until they are confirmed; an apply that failed changed nothing and owes nothing new.
 func (p *Pair) commit(ctx context.Context, m *Client) error {
+	prevSave, prevSync := p.saveOwed.Swap(true), p.syncOwed.Load()
+	if p.opts.Sync == SyncExplicit {
+		p.syncOwed.Store(true)
+	}
 	if err := p.apply(ctx, m); err != nil {
+		var ae *ApplyError
+		if errors.As(err, &ae) {
+			p.saveOwed.Store(prevSave)
+			p.syncOwed.Store(prevSync)
+		}
 		return err
 	}
 	return p.save(ctx, m)
@@ -410,6 +456,7 @@ func (p *Pair) save(ctx context.Context, m *Client) error {
 	if r.Int("agSavePending") == 1 {
 		return &SaveError{Messages: []string{"agSavePending still saveNeeded after save"}}
 	}
+	p.saveOwed.Store(false)
 	return nil
 }
 

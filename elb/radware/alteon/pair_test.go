@@ -462,3 +462,75 @@ func TestClientErrors(t *testing.T) {
 	g.Expect(ae.HTTPStatus).To(Equal(401))
 	g.Expect(c.Requests()).To(BeEquivalentTo(3), "401 is retried, then reported")
 }
+
+// TestOwedSaveAndSyncAreFinished reproduces issue 14.1: a failed save or a timed-out apply left the
+// change live but neither saved nor synced, and the next transaction (with nothing to write)
+// returned early. A reboot of the master then lost the change, and a failover rolled it back.
+func TestOwedSaveAndSyncAreFinished(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		break_ func(e *env)
+		// repair is how the owed work gets done: a transaction with nothing to write, or the
+		// periodic check.
+		repair func(e *env) error
+	}{
+		{
+			name:   "failed save, then a transaction with nothing to write",
+			break_: func(e *env) { e.sim.A.InjectSaveFailure("Flash write error.") },
+			repair: func(e *env) error { _, err := e.pair.Do(ctx(t), program("rs1")); return err },
+		},
+		{
+			name:   "failed save, then the periodic check",
+			break_: func(e *env) { e.sim.A.InjectSaveFailure("Flash write error.") },
+			repair: func(e *env) error { return e.pair.Settle(ctx(t)) },
+		},
+		{
+			name: "apply timed out and finished later, then the periodic check",
+			break_: func(e *env) {
+				e.sim.A.InjectApply(alteonsim.ApplyFault{Hang: true})
+			},
+			repair: func(e *env) error { return e.pair.Settle(ctx(t)) },
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ApplyTimeout: 50 * time.Millisecond})
+			tt.break_(e)
+			_, err := e.pair.Do(ctx(t), program("rs1"))
+			g.Expect(err).To(HaveOccurred(), "the commit was not confirmed")
+			e.sim.A.ReleaseApply()
+			g.Eventually(func() []string { return e.sim.A.Snapshot(alteonsim.Running).RealServers() }).Should(Equal([]string{"rs1"}), "the change is live")
+			saves, syncs := e.sim.A.Saves(), e.sim.A.Syncs()
+
+			g.Expect(tt.repair(e)).To(Succeed())
+			g.Expect(e.sim.A.Saves()).To(BeNumerically(">", saves), "the owed save was done")
+			g.Expect(e.sim.A.Syncs()).To(BeNumerically(">", syncs), "the owed sync was done")
+			g.Expect(e.pair.Owed()).To(Equal(Owed{}))
+			g.Expect(e.sim.A.Snapshot(alteonsim.Flash).RealServers()).To(Equal([]string{"rs1"}), "saved")
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "synced")
+
+			e.sim.A.Reboot()
+			g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "survives a reboot")
+			e.sim.Failover()
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "the new master serves it")
+		})
+	}
+}
+
+// TestNothingOwedCostsNoSave pairs the test above: with nothing owed, a transaction that writes
+// nothing neither saves nor syncs (after the one sync a new Pair owes, not knowing the backup).
+func TestNothingOwedCostsNoSave(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	res, err := e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Committed).To(BeTrue())
+	saves, syncs := e.sim.A.Saves(), e.sim.A.Syncs()
+	g.Expect(saves).To(BeEquivalentTo(1))
+	g.Expect(e.pair.Settle(ctx(t))).To(Succeed())
+	_, err = e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.sim.A.Saves()).To(Equal(saves))
+	g.Expect(e.sim.A.Syncs()).To(Equal(syncs))
+	g.Expect(e.sim.A.RequestCounts()).To(HaveKeyWithValue("GET ?prop=agApplyPending%2CagSavePending", BeNumerically(">=", 3)), "the device was asked each time")
+}

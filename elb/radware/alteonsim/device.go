@@ -302,6 +302,22 @@ func (d *Device) InjectSyncFailure(reason string) {
 	d.syncFaults = append(d.syncFaults, reason)
 }
 
+// Reboot restarts the unit: what was not saved is lost. The running and pending configurations
+// are loaded from flash, asynchronous operations and sessions end, and the HA role is kept (a
+// failover is a separate knob).
+func (d *Device) Reboot() {
+	d.mu.Lock()
+	d.pending = d.flash.clone()
+	d.running = d.flash.clone()
+	d.runningGen++
+	d.applyState, d.saveState, d.syncStatus = applyIdle, saveIdle, syncIdle
+	d.applyErrs, d.saveErrs, d.syncErr = nil, nil, ""
+	d.sessions = map[string]time.Time{}
+	d.mu.Unlock()
+	d.refreshDataPlane()
+	d.log.Info("rebooted")
+}
+
 // ReleaseApply lets every hanging apply finish.
 func (d *Device) ReleaseApply() {
 	d.mu.Lock()
