@@ -13,8 +13,9 @@
 // Coalescing: every change (driver call, Service sync) is queued; the changes that arrive within
 // Window, or while a transaction runs, are written in one alteon.Pair transaction and committed
 // with one apply and one save (and sync), and each caller is answered once that transaction
-// committed or failed. A failed apply is retried as two halves, so one bad change cannot fail the
-// others. MaxBatch 1 turns coalescing off (the benchmark's baseline). Run finishes owed saves and
+// committed or failed. One bad change cannot fail the others: a change the device refuses (a 406 on
+// one of its writes) fails alone with the device's message while the rest commits, and a failed
+// apply, whose message does not name a change, is retried as two halves. MaxBatch 1 turns coalescing off (the benchmark's baseline). Run finishes owed saves and
 // syncs every SettleInterval, so that a failed save is repaired even when no change follows.
 //
 // One process should drive a pair at a time: the pending configuration is global to a unit and

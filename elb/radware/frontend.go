@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,10 @@ type Frontend struct {
 
 	drainMu sync.Mutex
 	drains  map[string]time.Time // real server id -> when its drain started
+
+	// legacyBatchFailure restores the old behaviour in which any error of one change failed its
+	// whole batch (the benchmark's baseline for batch isolation).
+	legacyBatchFailure bool
 }
 
 // NewFrontend returns a Frontend.
@@ -169,52 +174,105 @@ func (f *Frontend) drain() {
 // preloadAt is the batch size from which whole tables are read up front instead of row by row.
 const preloadAt = 16
 
-// commit runs a batch in one transaction. A failed apply is bisected so that one bad change does
-// not fail the others.
+// errIsolated aborts a transaction in which one change failed on its own account; the change is
+// taken out of the batch and the rest runs again.
+var errIsolated = errors.New("a change of the batch failed; running the batch again without it")
+
+// ownFault reports an error that the device raised because of what one change wrote (a column it
+// refuses, a missing row), as opposed to the unit or the link failing: such a change fails alone.
+func ownFault(err error) bool {
+	var ae *alteon.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.HTTPStatus {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return ae.HTTPStatus >= 400 && ae.HTTPStatus < 500
+}
+
+// commit runs a batch in one transaction. A change the device refuses (ownFault) fails alone with
+// the device's message: when none of its writes was accepted the transaction goes on without it,
+// otherwise (earlier writes of it are pending) the batch runs again without it. A failed apply (whose message does not
+// say which change caused it) is bisected. Either way one bad change does not fail the others.
 func (f *Frontend) commit(batch []*change) {
 	// The commit serves the whole batch, so it does not depend on any caller's context.
 	ctx, cancel := context.WithTimeout(context.Background(), f.opts.CommitTimeout)
 	defer cancel()
-	start := time.Now()
-	res, err := f.opts.Pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
-		if len(batch) >= preloadAt {
-			if err := tx.Preload(ctx, alteon.TableRealServer, alteon.TableRealServerPort); err != nil {
-				return err
-			}
-		}
-		for _, ch := range batch {
-			ch.err = nil
-			if err := ch.fn(ctx, tx); err != nil {
-				if IsRejected(err) {
-					ch.err = err
-					continue
+	for len(batch) > 0 {
+		start := time.Now()
+		var bad *change
+		res, err := f.opts.Pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+			bad = nil
+			if len(batch) >= preloadAt {
+				if err := tx.Preload(ctx, alteon.TableRealServer, alteon.TableRealServerPort); err != nil {
+					return err
 				}
-				return fmt.Errorf("%s: %w", ch.what, err)
 			}
+			for _, ch := range batch {
+				ch.err = nil
+				writes := tx.Writes()
+				if err := ch.fn(ctx, tx); err != nil {
+					if IsRejected(err) {
+						ch.err = err
+						continue
+					}
+					err = fmt.Errorf("%s: %w", ch.what, err)
+					if !ownFault(err) || f.legacyBatchFailure {
+						return err
+					}
+					ch.err = err
+					if tx.Writes() == writes {
+						// No write of it was accepted (a refused request changes nothing):
+						// it left nothing pending, so the others go on.
+						continue
+					}
+					bad = ch
+					return errIsolated
+				}
+			}
+			return nil
+		})
+		if bad != nil && errors.Is(err, errIsolated) {
+			f.opts.Metrics.commit(len(batch), res, bad.err, time.Since(start))
+			f.log.Info("the device refused a change; committing the rest of its batch without it", "change", bad.what, "changes", len(batch)-1, "err", bad.err.Error())
+			batch = without(batch, bad)
+			continue
 		}
-		return nil
-	})
-	var ae *alteon.ApplyError
-	if errors.As(err, &ae) && len(batch) > 1 {
-		f.log.Info("apply of a batch failed; committing its halves separately", "changes", len(batch), "err", err.Error())
+		var ae *alteon.ApplyError
+		if errors.As(err, &ae) && len(batch) > 1 {
+			f.log.Info("apply of a batch failed; committing its halves separately", "changes", len(batch), "err", err.Error())
+			f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
+			half := len(batch) / 2
+			f.commit(batch[:half])
+			f.commit(batch[half:])
+			return
+		}
 		f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
-		half := len(batch) / 2
-		f.commit(batch[:half])
-		f.commit(batch[half:])
-		return
-	}
-	f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
-	if err != nil {
-		f.log.Error(err, "Alteon transaction failed", "changes", len(batch), "unit", res.Unit, "attempts", res.Attempts)
-		for _, ch := range batch {
-			if ch.err == nil {
-				ch.err = err
+		if err != nil {
+			f.log.Error(err, "Alteon transaction failed", "changes", len(batch), "unit", res.Unit, "attempts", res.Attempts)
+			for _, ch := range batch {
+				if ch.err == nil {
+					ch.err = err
+				}
 			}
+			return
 		}
+		f.log.V(1).Info("Alteon transaction committed", "changes", len(batch), "unit", res.Unit, "writes", res.Writes,
+			"committed", res.Committed, "attempts", res.Attempts, "duration", time.Since(start))
 		return
 	}
-	f.log.V(1).Info("Alteon transaction committed", "changes", len(batch), "unit", res.Unit, "writes", res.Writes,
-		"committed", res.Committed, "attempts", res.Attempts, "duration", time.Since(start))
+}
+
+func without(batch []*change, bad *change) []*change {
+	out := make([]*change, 0, len(batch)-1)
+	for _, ch := range batch {
+		if ch != bad {
+			out = append(out, ch)
+		}
+	}
+	return out
 }
 
 // --- drain bookkeeping ---

@@ -2,12 +2,15 @@ package radware
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 )
 
@@ -112,4 +115,81 @@ func TestRunFinishesAFailedSave(t *testing.T) {
 	g.Eventually(func() []string { return e.sim.B.Snapshot(alteonsim.Flash).VirtualServers() }).Should(Equal([]string{lb.ID()}))
 	cancel()
 	g.Expect(<-done).To(Succeed())
+}
+
+// queueBatch runs calls so that they all land in one batch: a first change holds the transaction
+// until every call is queued behind it.
+func queueBatch(t *testing.T, e *testEnv, calls []func() error) []error {
+	t.Helper()
+	started, release := make(chan struct{}), make(chan struct{})
+	gate := make(chan error, 1)
+	go func() {
+		gate <- e.fe.submit(testCtx(t), "gate", func(context.Context, *alteon.Tx) error {
+			close(started)
+			<-release
+			return nil
+		})
+	}()
+	<-started
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = call() }()
+	}
+	NewWithT(t).Eventually(func() int {
+		e.fe.mu.Lock()
+		defer e.fe.mu.Unlock()
+		return len(e.fe.pending)
+	}).Should(Equal(len(calls)))
+	close(release)
+	wg.Wait()
+	if err := <-gate; err != nil {
+		t.Fatal(err)
+	}
+	return errs
+}
+
+// TestPoisonedChangeFailsAlone reproduces issue 14.3: a change the device refuses with a 406 failed
+// every change coalesced with it, on every retry. Now it fails alone with the device's message and
+// the others commit in one apply: whether its first write was refused (weight 99) or a later one
+// after earlier ones were accepted (port 3: the real server was written, its port refused).
+func TestPoisonedChangeFailsAlone(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{})
+	lb := mustLB(t, map[string]string{"vip": "192.0.2.22", "port": "80"}, "lbfed")
+	g.Expect(e.fe.EnsureLoadBalancer(testCtx(t), lb)).To(Succeed())
+	const n = 20
+	poison := map[int]struct {
+		change func(*Backend)
+		msg    string
+	}{
+		7:  {func(b *Backend) { b.Weight = 99 }, "Wrong input 99"},
+		13: {func(b *Backend) { b.Port = 3 }, "Wrong input 3"},
+	}
+	var calls []func() error
+	var all []Backend
+	for i := 0; i < n; i++ {
+		b := be(fmt.Sprintf("10.4.0.%d", i+1), 30080)
+		if p, ok := poison[i]; ok {
+			p.change(&b)
+		}
+		all = append(all, b)
+		calls = append(calls, func() error { return e.fe.EnsureBackend(testCtx(t), lb, b) })
+	}
+	before := e.sim.A.Applies()
+	errs := queueBatch(t, e, calls)
+	for i, err := range errs {
+		if p, ok := poison[i]; ok {
+			g.Expect(err).To(MatchError(And(ContainSubstring(all[i].String()), ContainSubstring(p.msg))))
+			continue
+		}
+		g.Expect(err).NotTo(HaveOccurred(), "change %d", i)
+	}
+	g.Expect(e.sim.A.Applies() - before).To(BeEquivalentTo(1), "the others commit together")
+	members := e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())
+	g.Expect(members).To(HaveLen(n - len(poison)))
+	for i := range poison {
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).NotTo(ContainElement(lb.realServerID(all[i])), "nothing of it was applied")
+	}
 }

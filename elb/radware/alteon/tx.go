@@ -31,7 +31,7 @@ func newTx(c *Client) *Tx { return &Tx{c: c, tables: map[string]*tableCache{}} }
 // Unit returns the client of the unit the transaction writes to.
 func (tx *Tx) Unit() *Client { return tx.c }
 
-// Writes is the number of write requests the transaction sent.
+// Writes is the number of write requests the device accepted (a refused write changes nothing).
 func (tx *Tx) Writes() int { return tx.writes }
 
 func key(idx []string) string { return strings.Join(idx, "\x00") }
@@ -142,10 +142,10 @@ func (tx *Tx) put(ctx context.Context, table string, idx []string, want map[stri
 }
 
 func (tx *Tx) write(ctx context.Context, table string, idx []string, fields map[string]any) error {
-	tx.writes++
 	if err := tx.c.Put(ctx, table, idx, fields); err != nil {
 		return fmt.Errorf("write %s %s: %w", table, strings.Join(idx, "/"), err)
 	}
+	tx.writes++
 	return nil
 }
 
@@ -166,10 +166,10 @@ func (tx *Tx) del(ctx context.Context, table string, idx ...string) (bool, error
 	if err != nil || !exists {
 		return false, err
 	}
-	tx.writes++
 	if err := tx.c.Delete(ctx, table, idx...); err != nil {
 		return false, fmt.Errorf("delete %s %s: %w", table, strings.Join(idx, "/"), err)
 	}
+	tx.writes++
 	tx.cache(table).rows[key(idx)] = nil
 	for _, child := range children[table] {
 		t := tx.cache(child)
