@@ -186,7 +186,7 @@ func TestPoisonedChangeFailsAlone(t *testing.T) {
 		}
 		g.Expect(err).NotTo(HaveOccurred(), "change %d", i)
 	}
-	g.Expect(e.sim.A.Applies() - before).To(BeEquivalentTo(1), "the others commit together")
+	g.Expect(e.sim.A.Applies()-before).To(BeEquivalentTo(1), "the others commit together")
 	members := e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())
 	g.Expect(members).To(HaveLen(n - len(poison)))
 	for i := range poison {
