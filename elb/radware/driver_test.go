@@ -485,3 +485,56 @@ func TestTrafficThroughTheVIP(t *testing.T) {
 	g.Expect(rsp.Status).To(Equal(driver.StatusSucc))
 	g.Expect(dialName(vip)).To(BeEmpty(), "the VIP is gone")
 }
+
+// TestHealthAsksTheDevice reproduces issue 14.4: with one unit, Master returned it without asking,
+// so healthz (and with it LBCF's driver_healthy and elb-controller's readiness) said healthy while
+// the device was down.
+func TestHealthAsksTheDevice(t *testing.T) {
+	single := func(t *testing.T) (*alteonsim.Device, *Frontend) {
+		d := alteonsim.New(alteonsim.Options{})
+		url, err := d.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", RetryDelay: time.Millisecond, Attempts: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := alteon.NewPair(alteon.PairOptions{}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe, err := NewFrontend(FrontendOptions{Pair: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, fe
+	}
+	for _, tt := range []struct {
+		name    string
+		setup   func(t *testing.T) *Frontend
+		healthy bool
+	}{
+		{"single unit up", func(t *testing.T) *Frontend { _, fe := single(t); return fe }, true},
+		{"single unit down", func(t *testing.T) *Frontend { d, fe := single(t); _ = d.Close(); return fe }, false},
+		{"pair with a master", func(t *testing.T) *Frontend { return newTestEnv(t, envOptions{}).fe }, true},
+		{"pair, master down", func(t *testing.T) *Frontend { e := newTestEnv(t, envOptions{}); _ = e.sim.A.Close(); return e.fe }, false},
+		{"pair, both down", func(t *testing.T) *Frontend { e := newTestEnv(t, envOptions{}); _ = e.sim.Close(); return e.fe }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fe := tt.setup(t)
+			drv, err := NewDriver(DriverOptions{Frontend: fe})
+			g.Expect(err).NotTo(HaveOccurred())
+			h, err := drv.Healthz(testCtx(t), &driver.HealthzRequest{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(h.Healthy).To(Equal(tt.healthy))
+			if tt.healthy {
+				g.Expect(fe.Healthy(testCtx(t))).To(Succeed())
+			} else {
+				g.Expect(fe.Healthy(testCtx(t))).To(HaveOccurred())
+			}
+		})
+	}
+}

@@ -432,10 +432,10 @@ func (f *Frontend) DeleteOwner(ctx context.Context, owner string) error {
 	})
 }
 
-// Healthy checks that a master answers.
+// Healthy asks the device whether changes can be committed: a unit answers as master (with a
+// single unit: it answers).
 func (f *Frontend) Healthy(ctx context.Context) error {
-	_, err := f.opts.Pair.Master(ctx)
-	return err
+	return f.opts.Pair.Check(ctx)
 }
 
 // --- transaction steps (inside Pair.Do) ---

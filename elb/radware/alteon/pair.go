@@ -163,7 +163,23 @@ type Result struct {
 	SyncErr error
 }
 
-// Master finds the unit that reports the master role. With one unit, that unit.
+// Check asks the device whether configuration can be written now: with two units, that exactly
+// one reports the master role (Master); with one, that it answers at all. Health checks use it:
+// Master alone does not contact a single unit.
+func (p *Pair) Check(ctx context.Context) error {
+	if len(p.units) == 1 {
+		u := p.units[0]
+		if _, err := u.Scalars(ctx, "agApplyPending"); err != nil {
+			return fmt.Errorf("alteon unit %s: %w", u.Name(), err)
+		}
+		return nil
+	}
+	_, err := p.Master(ctx)
+	return err
+}
+
+// Master finds the unit that reports the master role. With one unit, that unit, without asking
+// (its first request in a transaction fails if it is down; Check asks).
 func (p *Pair) Master(ctx context.Context) (*Client, error) {
 	if len(p.units) == 1 {
 		return p.units[0], nil
