@@ -26,10 +26,15 @@ type Config struct {
 	User, Password string
 	// HTTPClient carries TLS settings and timeouts (default: 30s timeout, system roots).
 	HTTPClient *http.Client
-	// Attempts is how often one request is tried on transient failures: spurious 401, 406 while an
-	// apply runs, 5xx, errors with HTTP 200, broken or empty answers, connection errors
-	// (default 10, as goalteon does).
+	// Attempts is how often one request is tried on transient failures: 406 while an apply runs,
+	// 5xx, errors with HTTP 200, broken or empty answers, connection errors (default 10, as
+	// goalteon does). A 401 is tried again once only (the device's spurious session expiry): a
+	// wrong password must not lock the account.
 	Attempts int
+	// AuthHold is how long the client refuses to send credentials again after the unit rejected
+	// them twice in a row (default 1m): health checks, retries and resyncs would otherwise keep
+	// feeding a wrong password to the device's lockout counter.
+	AuthHold time.Duration
 	// RetryDelay is the pause between attempts (default 350ms).
 	RetryDelay time.Duration
 	// PageSize is the count= used when listing tables (default 1000).
@@ -47,6 +52,29 @@ type Client struct {
 
 	requests atomic.Int64
 	retries  atomic.Int64
+	// rejected holds the last confirmed credential rejection (an *AuthError) while AuthHold runs.
+	rejected atomic.Pointer[AuthError]
+}
+
+// AuthError is a unit rejecting the credentials: two 401 answers in a row. It is final; the client
+// does not send the credentials again until Until.
+type AuthError struct {
+	Unit  string
+	Until time.Time
+	Err   *APIError
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("Alteon %s rejected the credentials (wrong user or password?); not trying again before %s: %v",
+		e.Unit, e.Until.Format(time.RFC3339), e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// IsUnauthorized reports that a unit rejected the credentials (a 401 that was not spurious).
+func IsUnauthorized(err error) bool {
+	var ae *AuthError
+	return errors.As(err, &ae)
 }
 
 // NewClient validates cfg and returns a client.
@@ -63,6 +91,9 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 350 * time.Millisecond
+	}
+	if cfg.AuthHold <= 0 {
+		cfg.AuthHold = time.Minute
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
@@ -125,7 +156,7 @@ func IsForbidden(err error) bool {
 // transient says whether another attempt of the same request may succeed.
 func transient(ae *APIError) bool {
 	switch {
-	case ae.HTTPStatus == http.StatusUnauthorized: // spurious session expiry
+	case ae.HTTPStatus == http.StatusUnauthorized: // spurious session expiry: once (do)
 		return true
 	case ae.HTTPStatus == http.StatusNotAcceptable: // apply in progress, unless a column was rejected
 		return ae.TestErr == ""
@@ -157,7 +188,14 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if len(query) > 0 {
 		rawURL += "?" + query.Encode()
 	}
+	if r := c.rejected.Load(); r != nil {
+		if time.Now().Before(r.Until) {
+			return nil, r
+		}
+		c.rejected.CompareAndSwap(r, nil)
+	}
 	var last error
+	unauthorized := 0
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		if attempt > 1 {
 			c.retries.Add(1)
@@ -173,6 +211,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		out, retry, err := c.once(ctx, method, rawURL, path, payload)
 		if err == nil {
 			return out, nil
+		}
+		var ae *APIError
+		if errors.As(err, &ae) && ae.HTTPStatus == http.StatusUnauthorized {
+			// The device sometimes answers 401 to a good session once; twice in a row means the
+			// credentials are wrong, and every further try counts towards a lockout.
+			if unauthorized++; unauthorized >= 2 {
+				r := &AuthError{Unit: c.Name(), Until: time.Now().Add(c.cfg.AuthHold), Err: ae}
+				c.rejected.Store(r)
+				c.log.Error(ae, "credentials rejected; holding off", "until", r.Until)
+				return nil, r
+			}
 		}
 		last = err
 		if !retry || ctx.Err() != nil {
@@ -454,3 +503,4 @@ func (c *Client) Role(ctx context.Context) (string, error) {
 	}
 	return strings.ToLower(strings.TrimSpace(Row(m).Str("haSwitchInfoState"))), nil
 }
+

@@ -267,7 +267,7 @@ func (p *Pair) Do(ctx context.Context, fn func(ctx context.Context, tx *Tx) erro
 func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) (Result, bool, error) {
 	m, err := p.Master(ctx)
 	if err != nil {
-		return Result{}, true, err
+		return Result{}, !IsUnauthorized(err), err
 	}
 	res := Result{Unit: m.Name()}
 	st, err := p.pendingState(ctx, m)
@@ -350,7 +350,9 @@ func (p *Pair) syncNow(ctx context.Context, m *Client) error {
 // is unreachable, refuses writes as a strict backup (403), fails persistently, or is no longer
 // master. Errors of the transaction function itself and validation errors are final.
 func (p *Pair) masterLost(ctx context.Context, m *Client, err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || IsUnauthorized(err) {
+		// Both units share the administrator password (sync requires it): a rejected password
+		// is final, and trying the other unit would only count towards a lockout.
 		return false
 	}
 	var ue *url.Error

@@ -366,6 +366,14 @@ func TestTransientHTTPFaultsAreRetried(t *testing.T) {
 			e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
 			// Every third request of either unit is hit, in bursts of up to 2.
 			for _, d := range e.sim.Units() {
+				if k == alteonsim.FaultUnauthorized {
+					// A spurious 401 is a single event: two in a row mean a wrong password
+					// (TestWrongPasswordFailsFast). Requests 3, 11, 21, 33, … are hit.
+					for i := 0; i < 6; i++ {
+						d.AddFault(alteonsim.Fault{Kind: k, Skip: 2 + 7*i, Times: 1})
+					}
+					continue
+				}
 				d.AddFault(alteonsim.Fault{Kind: k, Probability: 0.3, Message: "transient"})
 			}
 			_, err := e.pair.Do(ctx(t), program("rs1", "rs2", "rs3"))
@@ -460,7 +468,11 @@ func TestClientErrors(t *testing.T) {
 	var ae *APIError
 	g.Expect(errors.As(err, &ae)).To(BeTrue())
 	g.Expect(ae.HTTPStatus).To(Equal(401))
-	g.Expect(c.Requests()).To(BeEquivalentTo(3), "401 is retried, then reported")
+	g.Expect(IsUnauthorized(err)).To(BeTrue())
+	g.Expect(c.Requests()).To(BeEquivalentTo(2), "a 401 is retried once, then reported")
+	_, _, err = c.Get(ctx(t), TableRealServer, "x")
+	g.Expect(IsUnauthorized(err)).To(BeTrue())
+	g.Expect(c.Requests()).To(BeEquivalentTo(2), "rejected credentials are not sent again during AuthHold")
 }
 
 // TestOwedSaveAndSyncAreFinished reproduces issue 14.1: a failed save or a timed-out apply left the
@@ -533,4 +545,34 @@ func TestNothingOwedCostsNoSave(t *testing.T) {
 	g.Expect(e.sim.A.Saves()).To(Equal(saves))
 	g.Expect(e.sim.A.Syncs()).To(Equal(syncs))
 	g.Expect(e.sim.A.RequestCounts()).To(HaveKeyWithValue("GET ?prop=agApplyPending%2CagSavePending", BeNumerically(">=", 3)), "the device was asked each time")
+}
+
+// TestWrongPasswordFailsFast reproduces issue 14.5: a 401 was retried like a transient error (10
+// attempts per request, and the transaction again on the other unit), which risks locking the
+// account on a real device. A spurious 401 is retried once; a second one is final, and the client
+// then refuses to send the same credentials again for a while.
+func TestWrongPasswordFailsFast(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{Password: "right"}, alteonsim.Options{Password: "right"}, PairOptions{})
+	var units []*Client
+	for _, d := range e.sim.Units() {
+		c, err := NewClient(Config{URL: d.URL(), User: "admin", Password: "wrong", RetryDelay: time.Millisecond})
+		g.Expect(err).NotTo(HaveOccurred())
+		units = append(units, c)
+	}
+	p, err := NewPair(PairOptions{PollInterval: time.Millisecond}, units...)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = p.Do(ctx(t), program("rs1"))
+	g.Expect(IsUnauthorized(err)).To(BeTrue(), "got %v", err)
+	g.Expect(p.Check(ctx(t))).To(Satisfy(IsUnauthorized))
+	for _, d := range e.sim.Units() {
+		var rejected int
+		for _, r := range d.Requests() {
+			if r.Status == http.StatusUnauthorized {
+				rejected++
+			}
+		}
+		g.Expect(rejected).To(BeNumerically("<=", 2), "%d rejected requests to %s: at most one retry of a 401, and no more attempts after it", rejected, d.Name())
+		g.Expect(rejected).To(BeNumerically(">=", 1), "%s was asked", d.Name())
+	}
 }
