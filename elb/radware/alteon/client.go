@@ -503,4 +503,3 @@ func (c *Client) Role(ctx context.Context) (string, error) {
 	}
 	return strings.ToLower(strings.TrimSpace(Row(m).Str("haSwitchInfoState"))), nil
 }
-
