@@ -18,8 +18,15 @@
 // apply, whose message does not name a change, is retried as two halves. MaxBatch 1 turns coalescing off (the benchmark's baseline). Run finishes owed saves and
 // syncs every SettleInterval, so that a failed save is repaired even when no change follows.
 //
-// One process should drive a pair at a time: the pending configuration is global to a unit and
-// transactions are serialised only within a process (a transaction reverts leftover pending edits
-// before it starts). Run elb-driver and elb-controller against different pairs, or with leader
-// election and a single writer.
+// One writer per pair. The pending configuration is global to a unit (an apply commits everyone's
+// edits, a revert discards everyone's), and transactions are serialised only within a process. So
+// exactly one process may drive a pair: the chart runs elb-driver as one replica (Recreate) and
+// elb-controller with leader election, and elb-driver and elb-controller must be given different
+// pairs. A second writer is detected, never silently overruled: configuration pending on the master
+// that is not this process's (another process, an operator's unapplied WebUI or CLI edit) is
+// neither applied nor reverted; the transaction waits up to --alteon-foreign-wait for its writer to
+// finish and then fails with alteon.ErrForeignPending, naming what is pending (getdiff); the Service
+// controller reports it as a ForeignAlteonEdits event, the driver in its Fail message. Edits of this
+// process that another writer reverted before the apply are written again, so a success always
+// means applied. --alteon-revert-foreign-edits restores discarding, for a pair nothing else edits.
 package radware

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/lbfed/lbfed/elb/radware"
+	"github.com/lbfed/lbfed/elb/radware/alteon"
 )
 
 // Frontend programs the Alteon; *radware.Frontend implements it.
@@ -80,6 +81,9 @@ const (
 	ReasonFailed    = "SyncLoadBalancerFailed"
 	ReasonGaveUp    = "SyncLoadBalancerGaveUp"
 	ReasonNoBackend = "NoBackends"
+	// ReasonForeignEdits: another writer's configuration is pending on the Alteon master; nothing
+	// is committed until it is applied or reverted (one writer per pair).
+	ReasonForeignEdits = "ForeignAlteonEdits"
 )
 
 // SetupWithManager builds the controller: it watches Services, their EndpointSlices (for
@@ -289,6 +293,10 @@ func (r *Reconciler) failed(ctx context.Context, svc *corev1.Service, action str
 		r.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonConflict, action, "%v", err)
 		r.forget(key)
 		return reconcile.Result{RequeueAfter: r.opts.ResyncPeriod}, nil
+	}
+	if errors.Is(err, alteon.ErrForeignPending) {
+		r.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonForeignEdits, action, "%v", err)
+		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
 	r.failures[key]++

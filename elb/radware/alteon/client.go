@@ -503,3 +503,30 @@ func (c *Client) Role(ctx context.Context) (string, error) {
 	}
 	return strings.ToLower(strings.TrimSpace(Row(m).Str("haSwitchInfoState"))), nil
 }
+
+// Diff returns the device's text diff of the pending against the running configuration
+// (GET /config/getdiff), for messages to people. One attempt, no retries.
+func (c *Client) Diff(ctx context.Context) (string, error) {
+	if r := c.rejected.Load(); r != nil && time.Now().Before(r.Until) {
+		return "", r
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+"/config/getdiff", nil)
+	if err != nil {
+		return "", err
+	}
+	req.SetBasicAuth(c.cfg.User, c.cfg.Password)
+	c.requests.Add(1)
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("GET /getdiff: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("GET /getdiff: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("GET /getdiff: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return string(b), nil
+}

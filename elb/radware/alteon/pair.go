@@ -40,6 +40,14 @@ type PairOptions struct {
 	PollInterval time.Duration
 	// ApplyTimeout, SaveTimeout and SyncTimeout bound each wait (defaults 3m, 30s, 60s).
 	ApplyTimeout, SaveTimeout, SyncTimeout time.Duration
+	// ForeignWait is how long a transaction waits for configuration pending on the master that is
+	// not its own (another writer's) to be applied or reverted by its writer before it fails with
+	// ErrForeignPending (default 20s).
+	ForeignWait time.Duration
+	// RevertForeign discards another writer's pending configuration instead (the old behaviour):
+	// only for a pair that nothing but this process ever edits, e.g. to recover from a crash of a
+	// previous process in the middle of a transaction.
+	RevertForeign bool
 	// Logger receives commit logs.
 	Logger logr.Logger
 }
@@ -59,6 +67,9 @@ func (o *PairOptions) defaults() {
 	}
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = time.Minute
+	}
+	if o.ForeignWait <= 0 {
+		o.ForeignWait = 20 * time.Second
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -87,6 +98,10 @@ type Pair struct {
 	// apply until a sync succeeded), so the next transaction syncs even when it changes nothing.
 	// A new Pair owes one sync: it cannot know whether a previous process finished its last one.
 	syncOwed atomic.Bool
+	// ownPending is the unit on which this Pair's edits may be pending (a transaction wrote and
+	// neither committed nor reverted them); pending configuration on any other unit, or when nil,
+	// belongs to another writer.
+	ownPending atomic.Pointer[Client]
 }
 
 // Owed is commit work a Pair still has to finish: a save (the running configuration may not be in
@@ -132,6 +147,14 @@ var (
 	ErrNoMaster = errors.New("no Alteon unit reports the master role")
 	// ErrSplitBrain: both units report master; writing to either could be lost.
 	ErrSplitBrain = errors.New("both Alteon units report the master role")
+	// ErrForeignPending: the master holds unapplied configuration that is not this Pair's (an
+	// operator's WebUI or CLI edit, another process driving the pair) and its writer did not apply
+	// or revert it within ForeignWait. Applying would commit it and reverting would discard it,
+	// so the transaction is refused.
+	ErrForeignPending = errors.New("the Alteon master has unapplied configuration changes from another writer")
+	// errEditsVanished: this transaction's edits were no longer pending when it was about to apply
+	// them (another writer reverted or applied them); the transaction runs again.
+	errEditsVanished = errors.New("the transaction's pending edits vanished before the apply (another writer reverted or applied them)")
 	// errRoleChanged: the unit being written stopped being master.
 	errRoleChanged = errors.New("the Alteon master changed during the transaction")
 )
@@ -275,12 +298,17 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 		return res, true, err
 	}
 	if st.apply {
-		p.log.Info("reverting foreign pending configuration before the transaction", "unit", m.Name())
-		if err := m.Action(ctx, "revert"); err != nil {
-			return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
+		if p.ownPending.Load() == m || p.opts.RevertForeign {
+			p.log.Info("reverting pending configuration left before the transaction", "unit", m.Name(), "own", p.ownPending.Load() == m)
+			if err := m.Action(ctx, "revert"); err != nil {
+				return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
+			}
+		} else if st, err = p.waitForeign(ctx, m); err != nil {
+			return res, false, err
 		}
 	}
 	tx := newTx(m)
+	p.ownPending.Store(m)
 	if err := fn(ctx, tx); err != nil {
 		p.revert(m)
 		// A unit that stopped being master (403 from a strict backup, unreachable, role flip)
@@ -289,6 +317,7 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	}
 	res.Writes = tx.Writes()
 	if tx.Writes() == 0 {
+		p.ownPending.CompareAndSwap(m, nil)
 		// Nothing to apply, but an earlier transaction may have left its save or sync undone.
 		if st.save || p.saveOwed.Load() {
 			p.log.Info("finishing an owed save", "unit", m.Name(), "devicePending", st.save)
@@ -304,6 +333,13 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	if err := p.confirmMaster(ctx, m); err != nil {
 		p.revert(m)
 		return res, true, err
+	}
+	if st, err := p.pendingState(ctx, m); err != nil {
+		return res, p.masterLost(ctx, m, err), err
+	} else if !st.apply {
+		p.ownPending.CompareAndSwap(m, nil)
+		p.log.Info("pending edits vanished before the apply; running the transaction again", "unit", m.Name())
+		return res, true, fmt.Errorf("%s: %w", m.Name(), errEditsVanished)
 	}
 	if err := p.commit(ctx, m); err != nil {
 		var ae *ApplyError
@@ -393,6 +429,41 @@ func (p *Pair) revert(m *Client) {
 	defer cancel()
 	if err := m.Action(ctx, "revert"); err != nil {
 		p.log.Error(err, "revert after a failed transaction", "unit", m.Name())
+		return
+	}
+	p.ownPending.CompareAndSwap(m, nil)
+}
+
+// waitForeign waits up to ForeignWait for another writer's pending configuration on m to be
+// applied or reverted by that writer. It never discards it: when it stays, the transaction fails
+// with ErrForeignPending, naming what is pending.
+func (p *Pair) waitForeign(ctx context.Context, m *Client) (pending, error) {
+	p.log.Info("another writer's configuration is pending on the master; waiting for it to be applied or reverted", "unit", m.Name(), "wait", p.opts.ForeignWait)
+	deadline := time.Now().Add(p.opts.ForeignWait)
+	interval := p.opts.PollInterval
+	for {
+		if err := sleep(ctx, interval); err != nil {
+			return pending{}, err
+		}
+		st, err := p.pendingState(ctx, m)
+		if err != nil {
+			return st, err
+		}
+		if !st.apply {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			diff, derr := m.Diff(ctx)
+			if derr != nil {
+				diff = fmt.Sprintf("(getdiff failed: %v)", derr)
+			}
+			if len(diff) > 2000 {
+				diff = diff[:2000] + " …"
+			}
+			return st, fmt.Errorf("%w (unit %s, still pending after %s; lbfed neither applies nor discards it: apply or revert it on the device, and let one writer drive the pair): %s",
+				ErrForeignPending, m.Name(), p.opts.ForeignWait, strings.TrimSpace(diff))
+		}
+		interval = min(2*interval, time.Second)
 	}
 }
 
@@ -445,6 +516,7 @@ func (p *Pair) apply(ctx context.Context, m *Client) error {
 		// the truth.
 		settled, err := p.poll(ctx, m, "agApplyPending", p.opts.PollInterval*10, func(v int) bool { return v == 3 })
 		if err == nil && settled == 3 {
+			p.ownPending.CompareAndSwap(m, nil)
 			return nil
 		}
 		if err != nil && !errors.Is(err, errPollTimeout) {

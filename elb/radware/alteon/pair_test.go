@@ -339,11 +339,21 @@ func TestApplyQuirks(t *testing.T) {
 		g.Expect(res.SyncErr).NotTo(HaveOccurred())
 		g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1", "rs2"}))
 	})
-	t.Run("leftover pending edits are reverted first", func(t *testing.T) {
+	t.Run("own leftover pending edits are reverted first", func(t *testing.T) {
 		g := NewWithT(t)
-		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
-		g.Expect(e.a.Put(ctx(t), TableRealServer, []string{"stray"}, map[string]any{"IpAddr": "10.9.9.9"})).To(Succeed())
-		_, err := e.pair.Do(ctx(t), program("rs1"))
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ForeignWait: time.Millisecond})
+		// A transaction fails after a write and its revert fails too: the edit stays pending.
+		revertFault := e.sim.A.AddFault(alteonsim.Fault{Method: "POST", Query: "action=revert", Kind: alteonsim.FaultStatus, Times: 10})
+		_, err := e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+			if _, err := tx.EnsureRealServer(ctx, RealServer{Index: "stray", IP: "10.9.9.9", Weight: 1, State: RealServerEnabled}); err != nil {
+				return err
+			}
+			return errors.New("the transaction gives up")
+		})
+		g.Expect(err).To(MatchError("the transaction gives up"))
+		g.Expect(e.sim.A.FaultFired(revertFault)).To(Equal(10))
+		g.Expect(e.sim.A.Snapshot(alteonsim.Pending).RealServers()).To(Equal([]string{"stray"}))
+		_, err = e.pair.Do(ctx(t), program("rs1"))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}))
 	})
@@ -575,4 +585,47 @@ func TestWrongPasswordFailsFast(t *testing.T) {
 		g.Expect(rejected).To(BeNumerically("<=", 2), "%d rejected requests to %s: at most one retry of a 401, and no more attempts after it", rejected, d.Name())
 		g.Expect(rejected).To(BeNumerically(">=", 1), "%s was asked", d.Name())
 	}
+}
+
+// TestOtherWritersAreNotDiscarded reproduces issue 14.2: every transaction reverted whatever was
+// pending on the master first, silently discarding an operator's unapplied edit or another
+// process's transaction in flight, whose apply then found nothing pending and reported success.
+func TestOtherWritersAreNotDiscarded(t *testing.T) {
+	stray := func(g Gomega, e *env) {
+		g.Expect(e.a.Put(ctx(t), TableRealServer, []string{"operator-edit"}, map[string]any{"IpAddr": "10.9.9.9"})).To(Succeed())
+	}
+	t.Run("an edit that stays pending is refused with a clear error", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ForeignWait: 30 * time.Millisecond})
+		stray(g, e)
+		_, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).To(MatchError(ErrForeignPending))
+		g.Expect(err).To(MatchError(ContainSubstring("operator-edit")), "the error says what is pending (getdiff)")
+		g.Expect(e.sim.A.Snapshot(alteonsim.Pending).RealServers()).To(ContainElement("operator-edit"), "not discarded")
+		g.Expect(e.sim.A.Applies()).To(BeZero(), "not applied either")
+		g.Expect(e.sim.A.RequestCounts()).To(HaveKeyWithValue("GET getdiff", BeNumerically(">=", 1)))
+	})
+	t.Run("an edit its writer applies while the transaction waits is kept", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ForeignWait: time.Minute})
+		stray(g, e)
+		done := make(chan error)
+		go func() { _, err := e.pair.Do(ctx(t), program("rs1")); done <- err }()
+		g.Eventually(func() int { return e.sim.A.RequestCounts()["GET ?prop=agApplyPending%2CagSavePending"] }).Should(BeNumerically(">=", 3), "waiting")
+		g.Expect(e.a.Action(ctx(t), "apply")).To(Succeed(), "the other writer commits")
+		g.Expect(<-done).To(Succeed())
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(ConsistOf("operator-edit", "rs1"))
+	})
+	t.Run("edits reverted by another writer before the apply are written again", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+		other := fastClient(t, e.sim.A.URL())
+		// Just before the commit (the role check that precedes the apply), another writer reverts.
+		e.sim.A.AddFault(alteonsim.Fault{Method: "GET", Query: "prop=vrrpInfoHAState", Kind: alteonsim.FaultHook, Skip: 1, Times: 1,
+			Hook: func() { _ = other.Action(context.Background(), "revert") }})
+		res, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.Attempts).To(Equal(2))
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "success means applied")
+	})
 }
