@@ -43,7 +43,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cluster, "cluster-name", "kubernetes", "cluster name in the owner mark of the Alteon objects (elb/<cluster>/<namespace>/<service>); must differ between clusters sharing a pair")
 	fs.StringVar(&o.class, "load-balancer-class", servicelb.DefaultLoadBalancerClass, "spec.loadBalancerClass this controller serves")
 	fs.BoolVar(&o.claimUnclassed, "claim-unclassed", true, "also serve Services without loadBalancerClass that carry the "+servicelb.AnnotationVIP+" annotation")
-	fs.IntVar(&o.maxRetries, "max-retries", 5, "consecutive failures of a Service retried with backoff before giving up until it changes or the next resync")
+	fs.IntVar(&o.maxRetries, "max-retries", 5, "consecutive refusals of a Service's change by the Alteon (rejected write, failed apply) retried with backoff before giving up until it changes or the next resync; an unavailable Alteon is retried until it is back")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "how often every Service is checked against the Alteon")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "Services reconciled at once (their changes share Alteon transactions)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0: off)")

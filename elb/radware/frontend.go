@@ -192,6 +192,14 @@ func ownFault(err error) bool {
 	return ae.HTTPStatus >= 400 && ae.HTTPStatus < 500
 }
 
+// IsRefusedByDevice reports an error that is the change's own: the device refused what it wrote
+// (a 406 on a write, an apply that failed over it). Retrying the same change cannot help; any other
+// error (the device unreachable, no master, another writer's edits pending) may pass.
+func IsRefusedByDevice(err error) bool {
+	var ae *alteon.ApplyError
+	return errors.As(err, &ae) || ownFault(err)
+}
+
 // commit runs a batch in one transaction. A change the device refuses (ownFault) fails alone with
 // the device's message: when none of its writes was accepted the transaction goes on without it,
 // otherwise (earlier writes of it are pending) the batch runs again without it. A failed apply (whose message does not
