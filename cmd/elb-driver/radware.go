@@ -28,7 +28,7 @@ func init() {
 
 func (f *radwareFlags) register(fs *flag.FlagSet) {
 	f.alteon.Register(fs)
-	fs.StringVar(&f.owner, "radware-owner", "lbfed", "owner mark (Name/Vname) of the Alteon objects this driver creates; objects with another mark are never touched")
+	fs.StringVar(&f.owner, "radware-owner", "lbfed", "owner mark (Name/Vname) of the Alteon objects this driver creates, followed by /<LoadBalancer UID>; objects with another mark are never touched")
 }
 
 func (f *radwareFlags) newDriver(ctx context.Context, log logr.Logger, reg prometheus.Registerer) (driver.Driver, error) {

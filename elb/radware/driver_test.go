@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http/httptest"
 	"strconv"
@@ -537,4 +538,56 @@ func TestHealthAsksTheDevice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSameVIPPortIsRefused reproduces issue 14.7: two LoadBalancers with the same VIP:port shared
+// one set of device objects without warning, and deleting one removed them for both. The second is
+// now refused at validation, naming the owner, also after a driver restart (the owners come from
+// the marks on the device); and a create that got past validation (a race) is refused too.
+func TestSameVIPPortIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{})
+	ctx := testCtx(t)
+	validate := func(drv *Driver) *driver.ValidateLoadBalancerResponse {
+		rsp, err := drv.ValidateLoadBalancer(ctx, &driver.ValidateLoadBalancerRequest{LBSpec: lbSpec, Operation: driver.OperationCreate})
+		g.Expect(err).NotTo(HaveOccurred())
+		return rsp
+	}
+	create := func(uid string) *driver.CreateLoadBalancerResponse {
+		rsp, err := e.drv.CreateLoadBalancer(ctx, &driver.CreateLoadBalancerRequest{
+			RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.CreateLoadBalancer, uid)}, LBSpec: lbSpec})
+		g.Expect(err).NotTo(HaveOccurred())
+		return rsp
+	}
+	g.Expect(validate(e.drv).Succ).To(BeTrue(), "the first is allowed")
+	first := create("uid-1")
+	g.Expect(first.Status).To(Equal(driver.StatusSucc))
+	id := first.LBInfo[KeyVirtualServer]
+
+	second := validate(e.drv)
+	g.Expect(second.Succ).To(BeFalse(), "the second is refused")
+	g.Expect(second.Msg).To(And(ContainSubstring("192.0.2.10:80/TCP"), ContainSubstring("uid-1"), ContainSubstring(id)))
+
+	// Past validation (two creates racing): the create is refused, the first keeps its objects.
+	raced := create("uid-2")
+	g.Expect(raced.Status).To(Equal(driver.StatusFail))
+	g.Expect(raced.Msg).To(ContainSubstring("uid-1"))
+	info2 := maps.Clone(first.LBInfo)
+	info2[KeyLoadBalancerUID] = "uid-2"
+	del, err := e.drv.DeleteLoadBalancer(ctx, &driver.DeleteLoadBalancerRequest{LBInfo: info2})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(del.Status).To(Equal(driver.StatusSucc))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(Equal([]string{id}), "deleting the second leaves the first's objects")
+
+	// A restarted driver knows the owner from the device.
+	drv2, err := NewDriver(DriverOptions{Frontend: e.fe})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(validate(drv2).Msg).To(ContainSubstring("uid-1"))
+
+	// Once the first is deleted, the address is free again.
+	del, err = e.drv.DeleteLoadBalancer(ctx, &driver.DeleteLoadBalancerRequest{LBInfo: first.LBInfo})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(del.Status).To(Equal(driver.StatusSucc))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(BeEmpty())
+	g.Expect(validate(e.drv).Succ).To(BeTrue())
 }

@@ -446,6 +446,34 @@ func (f *Frontend) Healthy(ctx context.Context) error {
 	return f.opts.Pair.Check(ctx)
 }
 
+// ServedBy finds the virtual server that serves the load balancer's VIP:port/protocol on the
+// master, and its owner mark. It only reads.
+func (f *Frontend) ServedBy(ctx context.Context, lb LoadBalancer) (vs, owner string, found bool, err error) {
+	err = f.opts.Pair.Read(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+		all, err := tx.VirtualServers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, v := range all {
+			if v.IP != lb.VIP.String() {
+				continue
+			}
+			svcs, err := tx.VirtualServices(ctx, v.Index)
+			if err != nil {
+				return err
+			}
+			for _, s := range svcs {
+				if s.VirtPort == lb.Port && overlaps(s.Balance, lb.balance()) {
+					vs, owner, found = v.Index, v.Name, true
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return vs, owner, found, err
+}
+
 // --- transaction steps (inside Pair.Do) ---
 //
 // check* steps only read and refuse (RejectedError); write* and the others write. A change runs

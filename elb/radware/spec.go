@@ -20,6 +20,10 @@ const (
 	KeyHealthCheck = "healthCheck"
 	// KeyVirtualServer is added to lbInfo: the device object id, for people reading the status.
 	KeyVirtualServer = "virtualServer"
+	// KeyLoadBalancerUID is added to lbInfo: the UID of the LBCF LoadBalancer that created the
+	// device objects, part of their owner mark (<driver owner>/<uid>), so that another
+	// LoadBalancer with the same VIP:port is refused instead of sharing (and deleting) them.
+	KeyLoadBalancerUID = "loadBalancerUID"
 )
 
 // Methods (lbSpec "method", Service annotation lb.zdns.cn/method) and their group metrics.
@@ -45,6 +49,9 @@ type LoadBalancer struct {
 	Owner string
 	// Prefix starts every device id of the load balancer (default "lbfed").
 	Prefix string
+	// UID is the LBCF LoadBalancer's UID (driver only; empty for load balancers created before
+	// owner marks carried it, and for Services).
+	UID string
 }
 
 // ID is the index of the load balancer's virtual server and group:
@@ -88,22 +95,26 @@ func (lb LoadBalancer) Info() map[string]string {
 	if hc == "" {
 		hc = "none"
 	}
-	return map[string]string{
+	info := map[string]string{
 		KeyVIP: lb.VIP.String(), KeyPort: strconv.Itoa(lb.Port), KeyProtocol: lb.Protocol,
 		KeyMethod: lb.Method, KeyHealthCheck: hc, KeyVirtualServer: lb.ID(),
 	}
+	if lb.UID != "" {
+		info[KeyLoadBalancerUID] = lb.UID
+	}
+	return info
 }
 
 // ParseLoadBalancer reads an lbSpec or lbInfo: vip (IPv4, required), port (1 or 9..65534,
 // required), protocol (TCP or UDP, default TCP), method (rr, lc or hash, default rr) and
 // healthCheck (tcp, udp, icmp, http or none; default tcp for TCP, udp for UDP). Unknown keys are
-// refused, except KeyVirtualServer (present in lbInfo).
+// refused, except KeyVirtualServer and KeyLoadBalancerUID (present in lbInfo).
 func ParseLoadBalancer(spec map[string]string) (LoadBalancer, error) {
 	var lb LoadBalancer
 	var unknown []string
 	for k := range spec {
 		switch k {
-		case KeyVIP, KeyPort, KeyProtocol, KeyMethod, KeyHealthCheck, KeyVirtualServer:
+		case KeyVIP, KeyPort, KeyProtocol, KeyMethod, KeyHealthCheck, KeyVirtualServer, KeyLoadBalancerUID:
 		default:
 			unknown = append(unknown, k)
 		}
@@ -117,6 +128,7 @@ func ParseLoadBalancer(spec map[string]string) (LoadBalancer, error) {
 		return lb, fmt.Errorf("lbSpec vip %q: must be an IPv4 address", spec[KeyVIP])
 	}
 	lb.VIP = vip
+	lb.UID = strings.TrimSpace(spec[KeyLoadBalancerUID])
 	port, err := strconv.Atoi(strings.TrimSpace(spec[KeyPort]))
 	if err != nil || !(port == 1 || (port >= 9 && port <= 65534)) {
 		return lb, fmt.Errorf("lbSpec port %q: must be 9..65534 (or 1 for an IP service)", spec[KeyPort])

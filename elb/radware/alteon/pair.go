@@ -285,6 +285,18 @@ func (p *Pair) Do(ctx context.Context, fn func(ctx context.Context, tx *Tx) erro
 	return res, last
 }
 
+// Read runs fn on the master with a transaction that only reads (writes fail), outside the
+// transaction lock: it sees the pending configuration as it is, and commits nothing.
+func (p *Pair) Read(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	m, err := p.Master(ctx)
+	if err != nil {
+		return err
+	}
+	tx := newTx(m)
+	tx.readOnly = true
+	return fn(ctx, tx)
+}
+
 // attempt runs one try of a transaction; retry says whether a new try (after rediscovering the
 // master) may succeed.
 func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) (Result, bool, error) {

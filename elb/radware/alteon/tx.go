@@ -2,6 +2,7 @@ package alteon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -16,10 +17,13 @@ import (
 //
 // A Tx is not safe for concurrent use.
 type Tx struct {
-	c      *Client
-	tables map[string]*tableCache
-	writes int
+	c        *Client
+	tables   map[string]*tableCache
+	writes   int
+	readOnly bool // Pair.Read
 }
+
+var errReadOnly = errors.New("write in a read-only Alteon transaction")
 
 type tableCache struct {
 	rows     map[string]Row  // key -> row; a nil Row means "known absent"
@@ -142,6 +146,9 @@ func (tx *Tx) put(ctx context.Context, table string, idx []string, want map[stri
 }
 
 func (tx *Tx) write(ctx context.Context, table string, idx []string, fields map[string]any) error {
+	if tx.readOnly {
+		return errReadOnly
+	}
 	if err := tx.c.Put(ctx, table, idx, fields); err != nil {
 		return fmt.Errorf("write %s %s: %w", table, strings.Join(idx, "/"), err)
 	}
@@ -165,6 +172,9 @@ func (tx *Tx) del(ctx context.Context, table string, idx ...string) (bool, error
 	_, exists, err := tx.get(ctx, table, idx...)
 	if err != nil || !exists {
 		return false, err
+	}
+	if tx.readOnly {
+		return false, errReadOnly
 	}
 	if err := tx.c.Delete(ctx, table, idx...); err != nil {
 		return false, fmt.Errorf("delete %s %s: %w", table, strings.Join(idx, "/"), err)
