@@ -5,7 +5,8 @@
 // A load balancer is VIP:port/protocol balanced over one group: group and virtual server
 // <prefix>_<vip>_<protocol>_<port>, virtual service 1 bound to the group with RealPort 0 ("multiple
 // real ports"), one real server <id>_<ip>_<port> per backend carrying its own port. Every object's
-// Name (Vname for virtual servers) holds the owner mark; objects with another mark are never
+// Name (Vname for virtual servers) holds the owner mark (cut to MaxMarkLen, the 128 characters of
+// Vname, with a hash of the whole owner when longer: Mark); objects with another mark are never
 // changed or deleted, and a change that would need them is refused (RejectedError) before it writes
 // anything. Removed backends are drained first: their membership goes to shutdown-connection (no
 // new connections, existing ones continue) for DrainPeriod, then the member and real server go.

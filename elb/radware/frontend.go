@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -323,6 +324,7 @@ func (f *Frontend) drainRemaining(rs string, now time.Time) (time.Duration, bool
 
 // EnsureLoadBalancer creates or repairs the load balancer's group, virtual server and service.
 func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) error {
+	lb = lb.marked()
 	return f.submit(ctx, "ensure load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		if err := f.checkLB(ctx, tx, lb); err != nil {
 			return err
@@ -334,6 +336,7 @@ func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) erro
 // DeleteLoadBalancer removes everything the load balancer created (service, virtual server,
 // group, its real servers) and nothing else. Deleting a missing load balancer succeeds.
 func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) error {
+	lb = lb.marked()
 	return f.submit(ctx, "delete load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		return f.deleteLB(ctx, tx, lb.ID(), lb.Owner)
 	})
@@ -342,6 +345,7 @@ func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) erro
 // EnsureBackend adds or updates a backend of an existing load balancer (enabling it again if it
 // was draining).
 func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend) error {
+	lb = lb.marked()
 	return f.submit(ctx, "ensure backend "+b.String()+" of "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		if err := f.checkExists(ctx, tx, lb); err != nil {
 			return err
@@ -357,6 +361,7 @@ func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend
 // passed. It returns how long to wait before calling again while the drain runs, 0 when the
 // backend is gone. Deregistering an unknown backend, or from a missing load balancer, succeeds.
 func (f *Frontend) DeregisterBackend(ctx context.Context, lb LoadBalancer, b Backend) (time.Duration, error) {
+	lb = lb.marked()
 	rs := lb.realServerID(b)
 	if left, ok := f.drainRemaining(rs, time.Now()); ok && left > 0 {
 		return left, nil // still draining: nothing to tell the device
@@ -385,6 +390,7 @@ func (r *SyncResult) wait(d time.Duration) {
 // Sync makes the load balancer serve exactly backends: it ensures the load balancer and every
 // backend, and drains then removes any other member.
 func (f *Frontend) Sync(ctx context.Context, lb LoadBalancer, backends []Backend) (SyncResult, error) {
+	lb = lb.marked()
 	var res SyncResult
 	err := f.submit(ctx, "sync load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		res = SyncResult{}
@@ -406,6 +412,11 @@ type Desired struct {
 // owner: each is synced as by Sync, and every other load balancer of owner is deleted. All of
 // them must carry owner. Nothing is written when any of them is refused.
 func (f *Frontend) SyncOwner(ctx context.Context, owner string, desired []Desired) (SyncResult, error) {
+	owner = Mark(owner)
+	desired = slices.Clone(desired)
+	for i := range desired {
+		desired[i].LoadBalancer = desired[i].LoadBalancer.marked()
+	}
 	var res SyncResult
 	err := f.submit(ctx, "sync load balancers of "+owner, func(ctx context.Context, tx *alteon.Tx) error {
 		res = SyncResult{}
@@ -435,6 +446,7 @@ func (f *Frontend) SyncOwner(ctx context.Context, owner string, desired []Desire
 
 // DeleteOwner removes every load balancer marked with owner, and its real servers.
 func (f *Frontend) DeleteOwner(ctx context.Context, owner string) error {
+	owner = Mark(owner)
 	return f.submit(ctx, "delete load balancers of "+owner, func(ctx context.Context, tx *alteon.Tx) error {
 		return f.deleteOwned(ctx, tx, owner, nil)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,4 +193,48 @@ func TestPoisonedChangeFailsAlone(t *testing.T) {
 	for i := range poison {
 		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).NotTo(ContainElement(lb.realServerID(all[i])), "nothing of it was applied")
 	}
+}
+
+// TestLongOwnerMarksFitTheDevice reproduces issue 14.8: owner marks (elb/<cluster>/<namespace>/
+// <service>) reach about 140 characters, but a virtual server's Vname holds 128, so the device
+// refused such a Service's virtual server. Marks are now cut to fit, deterministically (a hash of
+// the whole mark keeps two long owners apart), and every generated name stays within the limits.
+func TestLongOwnerMarksFitTheDevice(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{})
+	long := func(svc string) string {
+		return "elb/" + strings.Repeat("c", 20) + "/" + strings.Repeat("n", 63) + "/" + svc + strings.Repeat("s", 62)
+	}
+	ownerA, ownerB := long("a"), long("b")
+	g.Expect(len(ownerA)).To(BeNumerically(">", 140))
+	lbA := mustLB(t, map[string]string{"vip": "192.0.2.23", "port": "80"}, ownerA)
+	lbB := mustLB(t, map[string]string{"vip": "192.0.2.24", "port": "80"}, ownerB)
+	for _, lb := range []LoadBalancer{lbA, lbB} {
+		_, err := e.fe.SyncOwner(testCtx(t), lb.Owner, []Desired{{lb, []Backend{be("10.5.0.1", 30080)}}})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	run := e.sim.A.Snapshot(alteonsim.Running)
+	g.Expect(run.VirtualServers()).To(ConsistOf(lbA.ID(), lbB.ID()))
+	names := map[string]bool{}
+	for _, id := range run.VirtualServers() {
+		names[run.VirtualServerName(id)] = true
+		g.Expect(len(id)).To(BeNumerically("<=", 255))
+	}
+	for _, id := range run.RealServers() {
+		g.Expect(len(id)).To(BeNumerically("<=", 255))
+		g.Expect(len(run.RealServer(id)["Name"].(string))).To(BeNumerically("<=", 128))
+	}
+	g.Expect(names).To(HaveLen(2), "two long owners keep different marks")
+	g.Expect(Mark(ownerA)).To(HaveLen(MaxMarkLen))
+	g.Expect(Mark(ownerA)).To(Equal(Mark(ownerA)), "deterministic")
+	g.Expect(Mark("elb/c1/ns/web")).To(Equal("elb/c1/ns/web"), "short marks are kept")
+
+	// Idempotent: the same sync again writes nothing.
+	applies := e.sim.A.Applies()
+	_, err := e.fe.SyncOwner(testCtx(t), ownerA, []Desired{{lbA, []Backend{be("10.5.0.1", 30080)}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.sim.A.Applies()).To(Equal(applies))
+	// The owners are told apart: deleting one leaves the other.
+	g.Expect(e.fe.DeleteOwner(testCtx(t), ownerA)).To(Succeed())
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(Equal([]string{lbB.ID()}))
 }

@@ -1,11 +1,14 @@
 package radware
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -52,6 +55,32 @@ type LoadBalancer struct {
 	// UID is the LBCF LoadBalancer's UID (driver only; empty for load balancers created before
 	// owner marks carried it, and for Services).
 	UID string
+}
+
+// MaxMarkLen is the longest owner mark written: the device's shortest name column that carries one
+// (virtual server Vname, SIZE(0..128) in the MIB; group and real server names take 255).
+const MaxMarkLen = 128
+
+// Mark is the owner mark written for owner: owner itself when it fits MaxMarkLen, else its start
+// and a hash of all of it (so that two long owners sharing a start stay apart), always the same
+// for the same owner.
+func Mark(owner string) string {
+	if len(owner) <= MaxMarkLen {
+		return owner
+	}
+	sum := sha256.Sum256([]byte(owner))
+	suffix := "~" + hex.EncodeToString(sum[:8])
+	head := owner[:MaxMarkLen-len(suffix)]
+	for !utf8.ValidString(head) { // do not cut a character in two
+		head = head[:len(head)-1]
+	}
+	return head + suffix
+}
+
+// marked returns lb with its Owner as written on the device.
+func (lb LoadBalancer) marked() LoadBalancer {
+	lb.Owner = Mark(lb.Owner)
+	return lb
 }
 
 // ID is the index of the load balancer's virtual server and group:

@@ -388,6 +388,15 @@ func (s Snapshot) Members(group string) map[string]int {
 	return out
 }
 
+// VirtualServerName returns a virtual server's Vname ("" when absent).
+func (s Snapshot) VirtualServerName(index string) string {
+	r := s.cfg.get(stVirtServer, []any{index})
+	if r == nil {
+		return ""
+	}
+	return r.str("VirtServerVname")
+}
+
 // RealServer returns a real server's columns (nil when absent).
 func (s Snapshot) RealServer(index string) map[string]any {
 	r := s.cfg.get(stRealServer, []any{index})
