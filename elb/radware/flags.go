@@ -94,25 +94,25 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 	if f.ProxyIPMode < 0 || f.ProxyIPMode > 4 {
 		return nil, fmt.Errorf("--radware-proxy-ip-mode must be 0..4, not %d", f.ProxyIPMode)
 	}
+	var metrics *Metrics
+	if reg != nil {
+		metrics = NewMetrics(reg)
+	}
 	// One client and transport for both units, so connections are reused across requests.
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 	var units []*alteon.Client
 	for _, u := range urls {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: f.User, Password: password, HTTPClient: hc, Logger: log.WithName("alteon")})
+		c, err := alteon.NewClient(alteon.Config{URL: u, User: f.User, Password: password, HTTPClient: hc, Logger: log.WithName("alteon"), OnRequest: metrics.Request})
 		if err != nil {
 			return nil, err
 		}
 		units = append(units, c)
 	}
 	pair, err := alteon.NewPair(alteon.PairOptions{Sync: mode, PollInterval: f.PollInterval, ApplyTimeout: f.ApplyTimeout,
-		ForeignWait: f.ForeignWait, RevertForeign: f.RevertForeign, Logger: log.WithName("pair")}, units...)
+		ForeignWait: f.ForeignWait, RevertForeign: f.RevertForeign, Logger: log.WithName("pair"), OnRole: metrics.Role}, units...)
 	if err != nil {
 		return nil, err
-	}
-	var metrics *Metrics
-	if reg != nil {
-		metrics = NewMetrics(reg)
 	}
 	return NewFrontend(FrontendOptions{
 		Pair: pair, Window: f.Window, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode,

@@ -36,7 +36,8 @@ type FrontendOptions struct {
 	// SettleInterval is the period of the check that finishes owed saves and syncs when no change
 	// comes along to do it (Run; default 30s).
 	SettleInterval time.Duration
-	// Metrics records commits (nil: none).
+	// Metrics records commits and the pair's owed work (nil: none). Device calls and HA roles are
+	// recorded when the clients and the pair report to it (Metrics.Request, Metrics.Role).
 	Metrics *Metrics
 	Logger  logr.Logger
 }
@@ -75,6 +76,7 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 	if opts.SettleInterval <= 0 {
 		opts.SettleInterval = 30 * time.Second
 	}
+	opts.Metrics.watchPair(opts.Pair)
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}

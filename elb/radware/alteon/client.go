@@ -41,6 +41,36 @@ type Config struct {
 	PageSize int
 	// Logger receives request-level logs at V(4) and retry notes at V(2).
 	Logger logr.Logger
+	// OnRequest, when set, is called after every HTTP request (each attempt), e.g. for metrics.
+	OnRequest func(RequestInfo)
+}
+
+// RequestInfo describes one HTTP request to a unit.
+type RequestInfo struct {
+	Unit   string
+	Method string
+	// Target is the table, "config" for scalars and actions, or "getdiff".
+	Target string
+	// Status is the HTTP status, 0 when no answer came (connection error, timeout).
+	Status   int
+	Duration time.Duration
+}
+
+func target(path string) string {
+	p := strings.Trim(path, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" {
+		return "config"
+	}
+	return p
+}
+
+func (c *Client) observe(method, path string, status int, start time.Time) {
+	if c.cfg.OnRequest != nil {
+		c.cfg.OnRequest(RequestInfo{Unit: c.Name(), Method: method, Target: target(path), Status: status, Duration: time.Since(start)})
+	}
 }
 
 // Client talks to one unit. It is safe for concurrent use; configuration changes should go
@@ -246,15 +276,19 @@ func (c *Client) once(ctx context.Context, method, rawURL, path string, payload 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	c.requests.Add(1)
+	start := time.Now()
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
+		c.observe(method, path, 0, start)
 		return nil, ctx.Err() == nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
+		c.observe(method, path, 0, start)
 		return nil, true, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
+	c.observe(method, path, resp.StatusCode, start)
 	c.log.V(4).Info("request", "method", method, "path", path, "status", resp.StatusCode)
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -516,11 +550,14 @@ func (c *Client) Diff(ctx context.Context) (string, error) {
 	}
 	req.SetBasicAuth(c.cfg.User, c.cfg.Password)
 	c.requests.Add(1)
+	start := time.Now()
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
+		c.observe(http.MethodGet, "/getdiff", 0, start)
 		return "", fmt.Errorf("GET /getdiff: %w", err)
 	}
 	defer resp.Body.Close()
+	c.observe(http.MethodGet, "/getdiff", resp.StatusCode, start)
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return "", fmt.Errorf("GET /getdiff: %w", err)

@@ -50,6 +50,9 @@ type PairOptions struct {
 	RevertForeign bool
 	// Logger receives commit logs.
 	Logger logr.Logger
+	// OnRole, when set, is called with each unit's HA role as read ("" when it could not be read),
+	// e.g. for metrics.
+	OnRole func(unit, role string)
 }
 
 func (o *PairOptions) defaults() {
@@ -192,7 +195,15 @@ type Result struct {
 func (p *Pair) Check(ctx context.Context) error {
 	if len(p.units) == 1 {
 		u := p.units[0]
-		if _, err := u.Scalars(ctx, "agApplyPending"); err != nil {
+		role := "standalone"
+		_, err := u.Scalars(ctx, "agApplyPending")
+		if err != nil {
+			role = ""
+		}
+		if p.opts.OnRole != nil {
+			p.opts.OnRole(u.Name(), role)
+		}
+		if err != nil {
 			return fmt.Errorf("alteon unit %s: %w", u.Name(), err)
 		}
 		return nil
@@ -225,6 +236,9 @@ func (p *Pair) Master(ctx context.Context) (*Client, error) {
 	var masters []*Client
 	var errs []error
 	for i, a := range answers {
+		if p.opts.OnRole != nil {
+			p.opts.OnRole(p.units[i].Name(), a.role)
+		}
 		if a.err != nil {
 			errs = append(errs, a.err)
 			continue
@@ -425,6 +439,9 @@ func (p *Pair) confirmMaster(ctx context.Context, m *Client) error {
 		return nil
 	}
 	role, err := m.Role(ctx)
+	if p.opts.OnRole != nil {
+		p.opts.OnRole(m.Name(), role)
+	}
 	if err != nil {
 		return fmt.Errorf("confirm master %s: %w", m.Name(), err)
 	}
