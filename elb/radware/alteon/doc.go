@@ -2,9 +2,10 @@
 // HA pair of Alteon units.
 //
 // Client talks to one unit: typed reads and writes of the SLB tables lbfed uses, lenient decoding
-// of the device's loose JSON, and per-request retries of the device's transient failures (spurious
-// 401, 406 while an apply runs, 5xx, errors delivered with HTTP 200, empty or broken answers,
-// dropped connections).
+// of the device's loose JSON, and per-request retries of the device's transient failures (406 while
+// an apply runs, 5xx, errors delivered with HTTP 200, empty or broken answers, dropped connections;
+// a spurious 401 once only: two in a row are an AuthError, and the credentials are not sent again
+// for Config.AuthHold, so that a wrong password cannot lock the account).
 //
 // Pair is the unit of work for configuration changes. The pending configuration of a unit is global
 // (an apply commits everyone's edits), so Pair.Do serialises transactions, finds the master by its

@@ -330,7 +330,7 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 				return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
 			}
 		} else if st, err = p.waitForeign(ctx, m); err != nil {
-			return res, false, err
+			return res, !errors.Is(err, ErrForeignPending) && p.masterLost(ctx, m, err), err
 		}
 	}
 	tx := newTx(m)
