@@ -191,6 +191,9 @@ func ownFault(err error) bool {
 	switch ae.HTTPStatus {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusRequestTimeout, http.StatusTooManyRequests:
 		return false
+	case http.StatusNotAcceptable:
+		// With testErr a column was refused; without, the device was busy (an apply running).
+		return ae.TestErr != ""
 	}
 	return ae.HTTPStatus >= 400 && ae.HTTPStatus < 500
 }

@@ -238,3 +238,27 @@ func TestLongOwnerMarksFitTheDevice(t *testing.T) {
 	g.Expect(e.fe.DeleteOwner(testCtx(t), ownerA)).To(Succeed())
 	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(Equal([]string{lbB.ID()}))
 }
+
+func TestOwnFault(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&alteon.APIError{HTTPStatus: 406, TestErr: "Wrong input 99."}, true},
+		{&alteon.APIError{HTTPStatus: 406, AppMessage: "Apply is in progress, try again later."}, false},
+		{&alteon.APIError{HTTPStatus: 404, TestErr: "Row does not exist."}, true},
+		{&alteon.APIError{HTTPStatus: 403}, false},
+		{&alteon.APIError{HTTPStatus: 401}, false},
+		{&alteon.APIError{HTTPStatus: 500}, false},
+		{&alteon.APIError{HTTPStatus: 200, Message: "Internal error"}, false},
+		{fmt.Errorf("change: %w", &alteon.ApplyError{Messages: []string{"x"}}), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := ownFault(tt.err); got != tt.want {
+			t.Errorf("ownFault(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+	if !IsRefusedByDevice(&alteon.ApplyError{Messages: []string{"x"}}) {
+		t.Error("a failed apply is the change's own")
+	}
+}
