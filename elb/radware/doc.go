@@ -16,8 +16,9 @@
 // with one apply and one save (and sync), and each caller is answered once that transaction
 // committed or failed. One bad change cannot fail the others: a change the device refuses (a 406 on
 // one of its writes) fails alone with the device's message while the rest commits, and a failed
-// apply, whose message does not name a change, is retried as two halves. MaxBatch 1 turns coalescing off (the benchmark's baseline). Run finishes owed saves and
-// syncs every SettleInterval, so that a failed save is repaired even when no change follows.
+// apply, whose message does not name a change, is retried as two halves. MaxBatch 1 turns
+// coalescing off (the benchmark's baseline). Run finishes owed saves and syncs every
+// SettleInterval, so that a failed save is repaired even when no change follows.
 //
 // One writer per pair. The pending configuration is global to a unit (an apply commits everyone's
 // edits, a revert discards everyone's), and transactions are serialised only within a process. So
@@ -29,5 +30,7 @@
 // finish and then fails with alteon.ErrForeignPending, naming what is pending (getdiff); the Service
 // controller reports it as a ForeignAlteonEdits event, the driver in its Fail message. Edits of this
 // process that another writer reverted before the apply are written again, so a success always
-// means applied. --alteon-revert-foreign-edits restores discarding, for a pair nothing else edits.
+// means applied. Detection is not exclusion: another writer's edits made while a transaction of this
+// process writes are committed by its apply, which is why the rule stands. --alteon-revert-foreign-edits
+// restores discarding, for a pair nothing else edits.
 package radware

@@ -12,8 +12,10 @@
 // reported HA role, writes to the master only, commits with apply then save (verifying both through
 // the device's status scalars), pushes the result to the backup with a config sync, and runs the
 // transaction again on the new master if the master changed before the commit was confirmed.
-// Pending configuration that is not the Pair's own (another writer's) is never applied or reverted:
-// Do waits PairOptions.ForeignWait for it to go and then fails with ErrForeignPending.
+// Pending configuration that a transaction finds on the master and that is not the Pair's own
+// (another writer's) is neither applied nor reverted: Do waits PairOptions.ForeignWait for it to go
+// and then fails with ErrForeignPending. Before its apply a transaction checks that its edits are
+// still pending, and runs again if another writer reverted them.
 // Transactions read before they write (Tx), so repeating one is safe and unchanged objects are not
 // rewritten.
 //
