@@ -30,7 +30,7 @@
 // finish and then fails with alteon.ErrForeignPending, naming what is pending (getdiff); the Service
 // controller reports it as a ForeignAlteonEdits event, the driver in its Fail message. Edits of this
 // process that another writer reverted before the apply are written again, so a success always
-// means applied. Detection is not exclusion: another writer's edits made while a transaction of this
-// process writes are committed by its apply, which is why the rule stands. --alteon-revert-foreign-edits
-// restores discarding, for a pair nothing else edits.
+// means applied. Detection is not exclusion: another writer's edits made while a transaction of
+// this process writes are committed by its apply, which is why the rule stands.
+// --alteon-revert-foreign-edits restores discarding, for a pair nothing else edits.
 package radware
