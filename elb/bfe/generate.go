@@ -139,7 +139,7 @@ func balance(lb *LBState) (map[string][]bfeconf.Instance, map[string]int, LBRepo
 			mb = &member{}
 			members[b.Cluster] = mb
 		}
-		mb.instances = append(mb.instances, bfeconf.Instance{Name: b.Key(), Addr: b.Addr.Addr().String(),
+		mb.instances = append(mb.instances, bfeconf.Instance{Name: b.Key(), Addr: bfeconf.InstanceAddr(b.Addr.Addr()),
 			Port: int(b.Addr.Port()), Weight: b.Weight})
 		mb.sum += b.Weight
 		if b.ClusterWeight != nil && (mb.explicit == nil || *b.ClusterWeight < *mb.explicit) {
