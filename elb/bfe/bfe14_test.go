@@ -211,6 +211,13 @@ func cases14() []case14 {
 			mutate: addRules(basic("shop.example.test", "/p/*", "c_main"), basic("shop.example.test", "/p*", "c_beta")), refused: "is duplicated in same host"},
 		{name: "invalid regexp in req_host_regmatch", mutate: product(`req_host_regmatch("(")`, "c_any"), refused: "compile regexp err"},
 		{name: "invalid regexp in req_header_value_regmatch", mutate: product(`req_header_value_regmatch("X-A", "a[")`, "c_any"), refused: "compile regexp err"},
+		{name: "condition strings keep backslashes as they are",
+			mutate: func(s *bfeconf.Set) {
+				s.RouteRule.BasicRule["p"] = nil
+				product(`req_host_regmatch("^shop\\.example\\.test$")`, "c_any")(s) // a literal backslash, then any character
+				product(`req_host_regmatch("^shop\.example\.test$")`, "c_main")(s)  // "\." is not unescaped: the regexp gets \.
+			},
+			probes: []probe14{main}},
 		{name: "a port inside req_host_in", mutate: product(`req_host_in("shop.example.test:80")`, "c_any"), refused: "port should not be included in host"},
 		// Accepted by BFE, refused by the driver's stricter validator.
 		{name: "a defaulted cluster_conf entry", raw: func(f bfeconf.Files) {

@@ -3,7 +3,6 @@ package bfeconf
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -225,14 +224,10 @@ func (p *condParser) next() {
 			p.tok = token{kind: tokIllegal, pos: start}
 			return
 		}
-		s, err := strconv.Unquote(p.src[start : end+1])
-		if err != nil {
-			p.err = fmt.Errorf("[1:%d invalid string literal: %v]", start+1, err)
-			p.tok = token{kind: tokIllegal, pos: start}
-			return
-		}
+		// BFE keeps a literal's bytes as they are: a backslash only stops the next character from
+		// ending the literal ("a\\.b" is a, two backslashes, .b; "a\.b" is a, backslash, .b).
 		p.off = end + 1
-		p.tok = token{kind: tokString, text: s, pos: start}
+		p.tok = token{kind: tokString, text: p.src[start+1 : end], pos: start}
 	case isIdentStart(c):
 		end := p.off
 		for end < len(p.src) && (isIdentStart(p.src[end]) || (p.src[end] >= '0' && p.src[end] <= '9')) {
@@ -351,5 +346,7 @@ func (p *condParser) call() (node, error) {
 	return buildPrimitive(name, args, &p.policy)
 }
 
-// Quote renders s as a condition string literal.
-func Quote(s string) string { return strconv.Quote(s) }
+// Quote renders s as a condition string literal. BFE takes the bytes between the quotes as they
+// are (no unescaping), so s must not contain quotes, backslashes or control characters; the
+// validator refuses a literal that would need them.
+func Quote(s string) string { return `"` + s + `"` }
