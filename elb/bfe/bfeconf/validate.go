@@ -10,7 +10,8 @@ import (
 
 // Validate checks the whole set: every check BFE performs when it loads the files, and the
 // cross-file invariants BFE does not check (a route to a cluster GSLB does not know gives 500s after
-// a "successful" reload; a GSLB cluster without a cluster_table entry is applied half-way).
+// a "successful" reload; a GSLB cluster without a cluster_table entry is applied half-way). The
+// refusals BFE 1.8.5 does not make are PolicyErrors (see SplitPolicy).
 func (s *Set) Validate() error {
 	return errors.Join(s.ValidateServerData(), s.ValidateGslbData(), CheckRoutable(s, s))
 }
