@@ -291,3 +291,41 @@ func TestRealBFERouting(t *testing.T) {
 		}
 	})
 }
+
+// TestGenerateProductRulesOnlyWhenNeeded: routes are repeated as product rules only when a request
+// that BFE sends to the product rules may be meant for them, so plain configurations stay basic.
+func TestGenerateProductRulesOnlyWhenNeeded(t *testing.T) {
+	cases := []struct {
+		name string
+		lbs  []map[string]string
+		want []string // product rules' clusters, in order
+	}{
+		{"exact hosts without conditions", []map[string]string{
+			{"name": "a", "host": "a.test"}, {"name": "b", "host": "b.test", "path": "/api/*"}}, []string{}},
+		{"a * route behind hosts that always match", []map[string]string{
+			{"name": "a", "host": "a.test"}, {"name": "any", "host": "*"}}, []string{}},
+		{"a * route behind a host that can miss", []map[string]string{
+			{"name": "b", "host": "b.test", "path": "/api/*"}, {"name": "any", "host": "*"}}, []string{"any"}},
+		{"a condition on another path leaves unrelated routes out", []map[string]string{
+			{"name": "web", "host": "a.test", "path": "/web/*"}, {"name": "api", "host": "a.test", "path": "/api/*"},
+			{"name": "api-beta", "host": "a.test", "path": "/api/v2/*", "cookie": "beta:1"}}, []string{"api-beta", "api"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := bfe.NewModel()
+			for i, spec := range tc.lbs {
+				lb, err := bfe.ParseLoadBalancer(spec)
+				g.Expect(err).NotTo(HaveOccurred())
+				addr := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 8080)
+				g.Expect(m.PutBackend(lb, bfe.Backend{Cluster: "m1", Addr: addr, Weight: 1})).To(Succeed())
+			}
+			set := bfe.Generate(m, bfe.Versions{ServerData: "1", GslbData: "1"}, bfe.GenerateOptions{}).Set
+			got := []string{}
+			for _, r := range set.RouteRule.ProductRule["lbfed"] {
+				got = append(got, r.ClusterName)
+			}
+			g.Expect(got).To(Equal(tc.want))
+		})
+	}
+}
