@@ -43,7 +43,7 @@ type runnable interface {
 
 // components lists every component, in start order.
 func components() []component {
-	return []component{&interpreterComponent{}, &federationComponent{}}
+	return []component{&interpreterComponent{}, &admissionComponent{}, &federationComponent{}}
 }
 
 func main() {
