@@ -176,6 +176,15 @@ func TestAdmissionOnKarmadaAPIServerFromLBFedChart(t *testing.T) {
 		g.Expect(c.Update(ctx, edit)).To(MatchError(ContainSubstring("spec.lbSpec: Forbidden: immutable")))
 	})
 
+	t.Run("ensurePolicy rules", func(t *testing.T) {
+		g := NewWithT(t)
+		bg := newBG("fast", "10")
+		bg.Spec.EnsurePolicy = &lbcfv1beta1.EnsurePolicyConfig{Policy: lbcfv1beta1.PolicyAlways, MinPeriod: &metav1.Duration{Duration: 5 * time.Second}}
+		g.Expect(c.Create(ctx, bg)).To(MatchError(ContainSubstring("must be at least 30s")))
+		bg.Spec.EnsurePolicy.Policy = "Sometimes"
+		g.Expect(c.Create(ctx, bg)).To(MatchError(ContainSubstring(`Unsupported value: "Sometimes"`)))
+	})
+
 	t.Run("do-not-delete is honoured", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Delete(ctx, lb)).To(MatchError(ContainSubstring(lbcfv1beta1.LabelDoNotDelete)))
