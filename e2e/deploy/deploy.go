@@ -283,6 +283,9 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	if err := waitHTTP(ctx, "http://"+fedProbe+"/readyz", nil); err != nil {
 		return fmt.Errorf("federation: %w", err)
 	}
+	if err := waitTLS(ctx, adm, caOf(certDir)); err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
 	for _, o := range append(registrations, riwc) {
 		if err := ServerSideApply(ctx, kc, o); err != nil {
 			return err
@@ -440,6 +443,21 @@ func waitHTTP(ctx context.Context, url string, cas ...[]byte) error {
 			return fmt.Errorf("%s: HTTP %d", url, rsp.StatusCode)
 		}
 		return nil
+	})
+}
+
+// waitTLS polls addr until it completes a TLS handshake with a certificate of ca (2 minutes at
+// most): a webhook server that has no health endpoint is serving.
+func waitTLS(ctx context.Context, addr string, ca []byte) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	d := &tls.Dialer{Config: &tls.Config{RootCAs: pool}}
+	return poll(ctx, 2*time.Minute, func() error {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
 	})
 }
 
