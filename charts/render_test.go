@@ -138,6 +138,9 @@ var typed = map[schema.GroupVersionKind]func() any{
 	schema.FromAPIVersionAndKind(configv1alpha1.GroupVersion.String(), "ResourceInterpreterWebhookConfiguration"): func() any {
 		return &configv1alpha1.ResourceInterpreterWebhookConfiguration{}
 	},
+	schema.FromAPIVersionAndKind(configv1alpha1.GroupVersion.String(), "ResourceInterpreterCustomization"): func() any {
+		return &configv1alpha1.ResourceInterpreterCustomization{}
+	},
 }
 
 const certManagerGroup = "cert-manager.io"
