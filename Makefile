@@ -27,7 +27,7 @@ KIND := $(TOOLBIN)/kind-$(KIND_VERSION)
 
 .PHONY: all build test test-unit generate verify-generate lint fmt
 .PHONY: localup tools up down up-kind down-kind test-e2e
-.PHONY: docs helm-lint chart-crds
+.PHONY: docs helm-lint chart-crds chart-interpreter
 
 all: build
 
@@ -89,7 +89,7 @@ $(STATICCHECK):
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./lbcf/api/...
 	$(CONTROLLER_GEN) crd:crdVersions=v1 paths=./lbcf/api/... output:crd:artifacts:config=lbcf/api/crd
-	$(MAKE) --no-print-directory chart-crds
+	$(MAKE) --no-print-directory chart-crds chart-interpreter
 
 ## verify-generate: fails when generated files are stale.
 verify-generate: $(CONTROLLER_GEN)
@@ -115,6 +115,11 @@ $(HELM):
 chart-crds:
 	cp lbcf/api/crd/lbcf.tkestack.io_*.yaml charts/lbcf/crds/
 	cp lbcf/api/crd/lbcf.tkestack.io_*.yaml charts/lbfed/files/crds/
+
+## chart-interpreter: copy the Lua ResourceInterpreterCustomizations into the lbfed chart (the
+## chart tests fail when they differ).
+chart-interpreter:
+	cp interpreter/customizations.yaml charts/lbfed/files/interpreter/
 
 ## helm-lint: helm lint and helm template of both charts with every values file in <chart>/ci;
 ## the checks of what they render are the Go tests in charts/ (part of test-unit).

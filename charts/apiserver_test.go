@@ -81,6 +81,7 @@ func cluster(t *testing.T) (*localup.Cluster, client.Client) {
 			"policy/policy.karmada.io_clusterpropagationpolicies.yaml",
 			"policy/policy.karmada.io_clusteroverridepolicies.yaml",
 			"config/config.karmada.io_resourceinterpreterwebhookconfigurations.yaml",
+			"config/config.karmada.io_resourceinterpretercustomizations.yaml",
 		} {
 			data, err := os.ReadFile(filepath.Join(set.KarmadaManifests, "charts", "karmada", "_crds", "bases", f))
 			if err != nil {
@@ -162,8 +163,8 @@ func TestAPIServerAcceptsRenderings(t *testing.T) {
 				}
 				sent := 0
 				for _, o := range objs {
-					if o.GroupVersionKind().Group == certManagerGroup {
-						continue
+					if g := o.GroupVersionKind().Group; g == certManagerGroup || g == monitoringGroup {
+						continue // no cert-manager or Prometheus Operator CRDs here
 					}
 					if ns := o.GetNamespace(); ns != "" {
 						ensureNamespace(ctx, t, c, ns)
@@ -447,8 +448,8 @@ func TestInterpreterServesWithChartCertificate(t *testing.T) {
 	g.Expect(manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", lbfedNamespace, "lbfed-interpreter-tls"), certDir)).To(Succeed())
 	args, err := manifests.ContainerArgs(manifests.Find(split.Host, "Deployment", lbfedNamespace, "lbfed-controller"), "lbfed-controller")
 	g.Expect(err).NotTo(HaveOccurred())
-	// The federation needs Karmada's own APIs (Clusters, ResourceBindings), not served here.
-	args = manifests.SetFlags(args, map[string]string{"interpreter-cert-dir": certDir, "interpreter-bind-address": target.Host, "federation-enabled": "false"})
+	// The federation and admission need a Karmada API server (the federation its own APIs too); only the interpreter is tested here.
+	args = manifests.SetFlags(args, map[string]string{"interpreter-cert-dir": certDir, "interpreter-bind-address": target.Host, "federation-enabled": "false", "admission-enabled": "false"})
 	runProcess(t, cl, "lbfed-controller", binaryPath(t, "lbfed-controller"), args)
 
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}

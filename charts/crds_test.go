@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/lbfed/lbfed/interpreter"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 )
 
@@ -39,4 +40,13 @@ func TestChartCRDsUpToDate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChartLuaCustomizationsUpToDate: the lbfed chart ships exactly interpreter's Lua
+// customizations (`make chart-interpreter`, run by `make generate`, copies them).
+func TestChartLuaCustomizationsUpToDate(t *testing.T) {
+	g := NewWithT(t)
+	copied, err := os.ReadFile(filepath.Join("lbfed", "files", "interpreter", "customizations.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(copied)).To(Equal(string(interpreter.CustomizationsYAML)), "lbfed/files/interpreter/customizations.yaml is stale: run `make chart-interpreter`")
 }

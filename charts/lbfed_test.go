@@ -92,8 +92,10 @@ type lbfedExpect struct {
 	caFromValue bool // the interpreter CA comes from certificates.caBundle
 	// noInterpreter: the interpreter is neither served nor registered.
 	noInterpreter bool
-	external      []string
-	check         func(g Gomega, r lbfedRendering)
+	// admissionURL: the base URL of lbfed's admission registered in karmada-apiserver ("": none).
+	admissionURL string
+	external     []string
+	check        func(g Gomega, r lbfedRendering)
 }
 
 func TestLBFedRender(t *testing.T) {
@@ -102,7 +104,7 @@ func TestLBFedRender(t *testing.T) {
 		"default-values.yaml": {
 			controller: true, member: true, memberNS: "lbfed-system", url: svcURL,
 			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
-			external: []string{"karmada-kubeconfig"},
+			external: []string{"karmada-kubeconfig"}, admissionURL: admissionSvcURL,
 			check: func(g Gomega, r lbfedRendering) {
 				g.Expect(r.jobMode).To(BeTrue())
 				checkApplyJobs(t, g, r)
@@ -129,7 +131,7 @@ func TestLBFedRender(t *testing.T) {
 			},
 		},
 		"manifests-values.yaml": {
-			controller: true, member: true, memberNS: "lbfed-system", url: "https://127.0.0.1:19443/interpret",
+			controller: true, member: true, memberNS: "lbfed-system", url: "https://127.0.0.1:19443/interpret", admissionURL: "https://127.0.0.1:19446",
 			urlHosts:    []string{"127.0.0.1", "localhost", "lbfed-controller.karmada-system.svc"},
 			clusterURLs: map[string]string{"m1": "https://127.0.0.1:19444", "m2": "https://127.0.0.1:19445"},
 			external:    []string{"karmada-kubeconfig"},
@@ -142,7 +144,7 @@ func TestLBFedRender(t *testing.T) {
 			},
 		},
 		"certmanager-values.yaml": {
-			controller: true, member: true, memberNS: "lbcf-member", url: svcURL, caFromValue: true,
+			controller: true, member: true, memberNS: "lbcf-member", url: svcURL, caFromValue: true, admissionURL: admissionSvcURL,
 			external: []string{"karmada-controller-manager-config", "corp-driver-ca"},
 			check: func(g Gomega, r lbfedRendering) {
 				crt := find(r.host, "Certificate", "lbfed-interpreter")
@@ -175,21 +177,39 @@ func TestLBFedRender(t *testing.T) {
 				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
 				c := d.Spec.Template.Spec.Containers[0]
 				g.Expect(c.Args).To(ContainElements("--interpreter-enabled=false", "--federation-driver-client-cert=/etc/lbfed/driver-client/tls.crt"))
+				g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--admission-")))
 				g.Expect(c.ReadinessProbe.HTTPGet.Port.String()).To(Equal("probes"))
+				g.Expect(ofKind(r.karmada, "ResourceInterpreterCustomization")).To(HaveLen(2), "the Lua customizations instead")
+				// They replace lbfed-controller's interpreter: applied last, deleted first, as its
+				// registration.
 				apply := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply"))
-				g.Expect(apply.Spec.Template.Spec.Containers[0].Name).To(Equal("objects"))
+				g.Expect(apply.Spec.Template.Spec.Containers[0].Name).To(Equal("interpreter"))
 				del := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-delete"))
-				g.Expect(del.Spec.Template.Spec.InitContainers).To(BeEmpty())
+				g.Expect(del.Spec.Template.Spec.InitContainers[0].Name).To(Equal("interpreter"))
 				g.Expect(del.Spec.Template.Spec.Containers[0].Name).To(Equal("objects"))
 			},
 		},
+		"monitoring-values.yaml": {
+			controller: true, member: true, memberNS: "lbfed-system", url: svcURL,
+			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
+			external: []string{"karmada-kubeconfig"},
+			check: func(g Gomega, r lbfedRendering) {
+				sm := find(r.host, "ServiceMonitor", "lbfed-controller")
+				g.Expect(sm).NotTo(BeNil())
+				g.Expect(sm.GetLabels()).To(HaveKeyWithValue("release", "prometheus"))
+				g.Expect(find(r.host, "PrometheusRule", "lbfed-controller")).NotTo(BeNil())
+				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--federation-member-loss-policy=FailStatic", "--federation-candidates-budget-bytes=1228800"))
+			},
+		},
 		"karmada-only-values.yaml": {
-			url: "https://lbfed.example.com:9443/interpret", caFromValue: true,
+			url: "https://lbfed.example.com:9443/interpret", caFromValue: true, admissionURL: "https://lbfed.example.com:9444",
 			check: func(g Gomega, r lbfedRendering) {
 				g.Expect(r.host).To(BeEmpty(), "nothing for a host cluster")
 				g.Expect(ofKind(r.karmada, "CustomResourceDefinition")).To(HaveLen(4))
 				g.Expect(ofKind(r.karmada, "ResourceInterpreterWebhookConfiguration")).To(HaveLen(1))
-				g.Expect(r.karmada).To(HaveLen(5), "CRDs and the interpreter registration only")
+				g.Expect(r.karmada).To(HaveLen(7), "CRDs, the interpreter and admission registrations only")
 			},
 		},
 	}
@@ -209,6 +229,11 @@ func TestLBFedRender(t *testing.T) {
 			checkKarmadaCRDs(t, g, r)
 			if !tc.noInterpreter {
 				checkInterpreter(t, g, r, tc)
+			}
+			if tc.admissionURL != "" {
+				checkAdmission(t, g, r, tc)
+			} else {
+				g.Expect(find(r.karmada, "ValidatingWebhookConfiguration", "lbfed-admission")).To(BeNil())
 			}
 			if tc.member {
 				checkMember(t, g, r, tc)
@@ -263,13 +288,54 @@ func checkInterpreter(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) 
 	}
 	g.Expect(secretName).To(Equal("lbfed-interpreter-tls"))
 	svc := mustTyped[corev1.Service](t, find(r.host, "Service", "lbfed-controller"))
-	g.Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Port", BeEquivalentTo(443))))
+	g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Port", BeEquivalentTo(443))))
 	if !tc.caFromValue {
 		s := mustTyped[corev1.Secret](t, find(r.host, "Secret", secretName))
 		g.Expect(s.Data["ca.crt"]).To(Equal(caPEM), "the Secret's CA is the one Karmada trusts")
 		u, err := url.Parse(tc.url)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(verifyServing(caPEM, s.Data["tls.crt"], append([]string{u.Hostname()}, tc.urlHosts...)...)).To(Succeed())
+	}
+}
+
+const admissionSvcURL = "https://lbfed-controller.karmada-system.svc:9444"
+
+// checkAdmission compares the admission webhook configurations for karmada-apiserver with
+// lbcf/admission's own generator and checks that lbfed-controller serves them with a certificate
+// that fits.
+func checkAdmission(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) {
+	m := mustTyped[admissionregistrationv1.MutatingWebhookConfiguration](t, find(r.karmada, "MutatingWebhookConfiguration", "lbfed-admission"))
+	v := mustTyped[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(r.karmada, "ValidatingWebhookConfiguration", "lbfed-admission"))
+	g.Expect(v.Webhooks).NotTo(BeEmpty())
+	caPEM := v.Webhooks[0].ClientConfig.CABundle
+	wantM, wantV := admission.ConfigurationsWith("lbfed-admission", admission.URLClientConfig(tc.admissionURL, caPEM), admission.ConfigOptions{SpecUpdatesOnly: true})
+	g.Expect(m.Webhooks).To(Equal(wantM.Webhooks))
+	g.Expect(v.Webhooks).To(Equal(wantV.Webhooks))
+	for _, w := range v.Webhooks {
+		for _, rule := range w.Rules {
+			for _, res := range rule.Resources {
+				g.Expect(res).NotTo(ContainSubstring("/"), "subresources (Karmada's status writes) are never matched")
+			}
+		}
+	}
+	if tc.caFromValue {
+		g.Expect(string(caPEM)).To(ContainSubstring("MIIBkDCCATWgAwIBAgIUKBJnxjlqinjPjGGyAp2CAT"))
+	}
+	if !tc.controller {
+		return
+	}
+	d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+	c := d.Spec.Template.Spec.Containers[0]
+	g.Expect(c.Args).To(ContainElements("--admission-enabled=true", "--admission-bind-address=:9444", "--admission-cert-dir=/etc/lbfed/interpreter-tls"))
+	g.Expect(c.Ports).To(ContainElement(HaveField("Name", "admission")))
+	svc := mustTyped[corev1.Service](t, find(r.host, "Service", "lbfed-controller"))
+	g.Expect(svc.Spec.Ports).To(ContainElement(HaveField("Port", BeEquivalentTo(9444))))
+	if !tc.caFromValue {
+		s := mustTyped[corev1.Secret](t, find(r.host, "Secret", "lbfed-interpreter-tls"))
+		g.Expect(s.Data["ca.crt"]).To(Equal(caPEM), "the Secret's CA is the one karmada-apiserver trusts")
+		u, err := url.Parse(tc.admissionURL)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(verifyServing(caPEM, s.Data["tls.crt"], u.Hostname())).To(Succeed())
 	}
 }
 
@@ -391,14 +457,18 @@ func TestLBFedRejectsBadValues(t *testing.T) {
 		"self-signed, no controller":  {[]string{"controller.enabled=false", "karmada.apply=manifests"}, "selfSigned needs controller.enabled"},
 		"job without controller": {[]string{"controller.enabled=false", "certificates.mode=existingSecret", "certificates.existingSecret=s",
 			"certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "karmada.apply=job installs into the host cluster"},
-		"timeout above Karmada's limit": {[]string{"controller.interpreter.timeoutSeconds=31"}, "within 1..30"},
-		"plain HTTP interpreter":        {[]string{"controller.interpreter.url=http://x/interpret"}, "must be https"},
-		"kube- member namespace":        {[]string{"member.namespace=kube-lbfed"}, "does not propagate kube-* and karmada-*"},
-		"two member leaders":            {[]string{"member.leaderElection.enabled=false"}, "needs member.replicas=1"},
-		"unknown conflict resolution":   {[]string{"member.conflictResolution=Merge"}, "Abort or Overwrite"},
-		"plain HTTP member webhook":     {[]string{"member.webhook.clusterURLs.m1=http://127.0.0.1:1"}, "clusterURLs.m1 must be https"},
-		"controller doing nothing":      {[]string{"controller.interpreter.enabled=false", "controller.federation.enabled=false"}, "needs controller.interpreter.enabled or controller.federation.enabled"},
-		"two federation leaders":        {[]string{"controller.federation.leaderElection.enabled=false"}, "two federation controllers would call every driver twice"},
+		"timeout above Karmada's limit":   {[]string{"controller.interpreter.timeoutSeconds=31"}, "within 1..30"},
+		"plain HTTP interpreter":          {[]string{"controller.interpreter.url=http://x/interpret"}, "must be https"},
+		"kube- member namespace":          {[]string{"member.namespace=kube-lbfed"}, "does not propagate kube-* and karmada-*"},
+		"two member leaders":              {[]string{"member.leaderElection.enabled=false"}, "needs member.replicas=1"},
+		"unknown conflict resolution":     {[]string{"member.conflictResolution=Merge"}, "Abort or Overwrite"},
+		"plain HTTP member webhook":       {[]string{"member.webhook.clusterURLs.m1=http://127.0.0.1:1"}, "clusterURLs.m1 must be https"},
+		"controller doing nothing":        {[]string{"controller.interpreter.enabled=false", "controller.federation.enabled=false"}, "needs controller.interpreter.enabled or controller.federation.enabled"},
+		"two federation leaders":          {[]string{"controller.federation.leaderElection.enabled=false"}, "two federation controllers would call every driver twice"},
+		"Lua and the interpreter webhook": {[]string{"luaInterpreter.enabled=true"}, "luaInterpreter.enabled needs controller.interpreter.enabled=false"},
+		"plain HTTP admission":            {[]string{"controller.admission.url=http://x:1"}, "controller.admission.url must be https"},
+		"admission elsewhere, no URL": {[]string{"controller.enabled=false", "karmada.apply=manifests", "certificates.mode=existingSecret", "certificates.existingSecret=s",
+			"certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "needs controller.admission.url"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -406,4 +476,28 @@ func TestLBFedRejectsBadValues(t *testing.T) {
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tc.want)))
 		})
 	}
+}
+
+// TestLBFedLuaInterpreter: with luaInterpreter.enabled the chart registers the Lua
+// customizations of package interpreter (byte for byte its embedded file) instead of the webhook.
+func TestLBFedLuaInterpreter(t *testing.T) {
+	g := NewWithT(t)
+	rr, err := render(t, lbfedChart, lbfedRelease, lbfedNamespace, "", "luaInterpreter.enabled=true", "controller.interpreter.enabled=false", "karmada.apply=manifests")
+	g.Expect(err).NotTo(HaveOccurred())
+	r := splitLBFed(t, rr)
+	g.Expect(ofKind(r.karmada, "ResourceInterpreterWebhookConfiguration")).To(BeEmpty(), "one or the other: Lua silently wins")
+	want, err := interpreter.Customizations()
+	g.Expect(err).NotTo(HaveOccurred())
+	got := ofKind(r.karmada, "ResourceInterpreterCustomization")
+	g.Expect(got).To(HaveLen(len(want)))
+	for _, w := range want {
+		ric := mustTyped[configv1alpha1.ResourceInterpreterCustomization](t, find(got, "ResourceInterpreterCustomization", w.Name))
+		g.Expect(ric.Labels).To(HaveKeyWithValue(targetLabel, "karmada-apiserver"))
+		g.Expect(ric.Spec).To(Equal(w.Spec), w.Name)
+	}
+	// Admission does not depend on the interpreter: lbfed-controller still serves it.
+	d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--interpreter-enabled=false", "--admission-enabled=true"))
+	g.Expect(find(r.host, "Secret", "lbfed-interpreter-tls")).NotTo(BeNil())
+	g.Expect(find(r.karmada, "ValidatingWebhookConfiguration", "lbfed-admission")).NotTo(BeNil())
 }

@@ -138,9 +138,15 @@ var typed = map[schema.GroupVersionKind]func() any{
 	schema.FromAPIVersionAndKind(configv1alpha1.GroupVersion.String(), "ResourceInterpreterWebhookConfiguration"): func() any {
 		return &configv1alpha1.ResourceInterpreterWebhookConfiguration{}
 	},
+	schema.FromAPIVersionAndKind(configv1alpha1.GroupVersion.String(), "ResourceInterpreterCustomization"): func() any {
+		return &configv1alpha1.ResourceInterpreterCustomization{}
+	},
 }
 
 const certManagerGroup = "cert-manager.io"
+
+// monitoringGroup is the Prometheus Operator's API group (ServiceMonitor, PrometheusRule).
+const monitoringGroup = "monitoring.coreos.com"
 
 // as decodes u strictly into a new T.
 func as[T any](u *unstructured.Unstructured) (*T, error) {
@@ -211,6 +217,7 @@ func withLabel(objs []*unstructured.Unstructured, k, v string) []*unstructured.U
 var namespacedKinds = map[string]bool{
 	"ServiceAccount": true, "Secret": true, "Service": true, "Deployment": true, "Job": true,
 	"PodDisruptionBudget": true, "Role": true, "RoleBinding": true, "Certificate": true, "Issuer": true,
+	"ServiceMonitor": true, "PrometheusRule": true,
 }
 
 // externalRefs lists what a rendering may reference without rendering it: Secrets the user
@@ -244,6 +251,12 @@ func checkObjects(objs []*unstructured.Unstructured, ext externalRefs) []error {
 			if o.GetLabels()[l] == "" {
 				fail("%s: no label %s", key(o), l)
 			}
+		}
+		if o.GroupVersionKind().Group == monitoringGroup {
+			if err := checkMonitoring(o, objs); err != nil {
+				errs = append(errs, err)
+			}
+			continue
 		}
 		if o.GroupVersionKind().Group == certManagerGroup {
 			if err := checkCertManager(o); err != nil {

@@ -13,6 +13,7 @@ import (
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,8 @@ type env struct {
 	bg   *lbcfv1beta1.BackendGroup
 	rb   *workv1alpha2.ResourceBinding
 	lbID string
+	// reg holds the federation's metrics of the running controller.
+	reg *prometheus.Registry
 }
 
 func newEnv(t *testing.T, grace time.Duration) *env { return newEnvTB(t, grace) }
@@ -115,7 +118,8 @@ func (e *env) startController(grace time.Duration) {
 		// As cmd/lbfed-controller caches.
 		Cache: federation.CacheOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
-	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, Options: controller.Options{
+	e.reg = prometheus.NewRegistry()
+	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg, mgr.GetClient()), Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
 	}}
@@ -198,6 +202,11 @@ type pod struct {
 
 // report is what the interpreter's InterpretStatus makes of a member's status.
 func report(params map[string]string, generation, observed int64, truncated bool, pods ...pod) *runtime.RawExtension {
+	return reportFor("", params, generation, observed, truncated, pods...)
+}
+
+// reportFor is a report made after the member saw the template's report request req.
+func reportFor(req string, params map[string]string, generation, observed int64, truncated bool, pods ...pod) *runtime.RawExtension {
 	var cands []lbcfv1beta1.Candidate
 	for _, p := range pods {
 		cands = append(cands, lbcfv1beta1.Candidate{Kind: lbcfv1beta1.CandidatePod, Name: p.name, UID: lbcfv1beta1.ShortUID(types.UID(p.name + "-uid")),
@@ -211,6 +220,9 @@ func report(params map[string]string, generation, observed int64, truncated bool
 	r := map[string]any{
 		"candidates": enc, "backends": len(pods), "observedGeneration": observed, "generation": generation, "resourceTemplateGeneration": 1,
 		"conditions": []metav1.Condition{{Type: lbcfv1beta1.BackendGroupCandidatesTruncated, Status: cond, Reason: "Test", LastTransitionTime: metav1.Now()}},
+	}
+	if req != "" {
+		r["reportRequest"] = req
 	}
 	raw, _ := json.Marshal(r)
 	return &runtime.RawExtension{Raw: raw}
@@ -297,22 +309,46 @@ func TestFederationAcrossMembers(t *testing.T) {
 	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80", "10.2.0.1:80", "10.2.0.2:80"))
 
 	// Karmada delivers no status for m2 (applied=false, as after a recovery): its backends stay.
-	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": nil})
-	g.Consistently(e.backends, 2*time.Second).Should(HaveLen(4))
+	// m1 scales in the same binding update, so the controller is seen acting on it.
+	m1f := append(append([]pod(nil), m1...), pod{"f", "10.1.0.6", true})
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1f...), "m2": nil})
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80", "10.1.0.6:80", "10.2.0.1:80", "10.2.0.2:80"))
+	g.Eventually(e.memberState("m2"), wait).Should(Equal(lbcfv1beta1.MemberStale))
+	g.Consistently(e.backends, time.Second).Should(HaveLen(5))
 	// A stale report (the member has not observed its latest generation) is not acted on.
 	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 2, 1, false)})
-	g.Consistently(e.backends, 2*time.Second).Should(HaveLen(4))
-	// A truncated report never deregisters what it does not list.
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80", "10.2.0.1:80", "10.2.0.2:80"))
+	g.Consistently(e.backends, time.Second).Should(HaveLen(4))
+	// A truncated report never deregisters what it does not list; the template names the member.
 	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, true, m1[:1]...), "m2": report(nil, 1, 1, false, m2...)})
-	g.Consistently(e.backends, 2*time.Second).Should(HaveLen(4))
+	g.Eventually(func(g Gomega) string {
+		c := e.condition(g, lbcfv1beta1.BackendGroupCandidatesTruncated)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		return c.Message
+	}, wait).Should(ContainSubstring(e.ns + "-m1"))
+	g.Expect(e.backends()).To(HaveLen(4))
 
-	// m2 NotReady: kept for the grace period, then deregistered; back when Ready again.
+	// m2 NotReady: kept for the grace period, then withdrawn while m1 serves.
 	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
 	e.cluster("m2", false)
-	g.Consistently(e.backends, time.Second).Should(HaveLen(4), "within the grace period")
+	g.Eventually(e.memberState("m2"), wait).Should(Equal(lbcfv1beta1.MemberUnobserved))
+	g.Expect(e.backends()).To(HaveLen(4), "within the grace period")
 	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80"))
+	g.Eventually(e.memberState("m2"), wait).Should(Equal(lbcfv1beta1.MemberWithdrawn))
+	// Back: only a report made after its return restores it.
 	e.cluster("m2", true)
+	var req string
+	g.Eventually(func(g Gomega) {
+		m := e.member(g, "m2")
+		g.Expect(m.State).To(Equal(lbcfv1beta1.MemberRecovering))
+		g.Expect(m.Request).NotTo(BeEmpty())
+		g.Expect(e.template(g).Annotations).To(HaveKeyWithValue(lbcfv1beta1.AnnotationReportRequest, m.Request))
+		req = m.Request
+	}, wait).Should(Succeed())
+	g.Expect(e.backends()).To(HaveLen(2), "the report remembered from before the outage restores nothing")
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": reportFor(req, nil, 1, 1, false, m2...)})
 	g.Eventually(e.backends, wait).Should(HaveLen(4))
+	g.Eventually(e.memberState("m2"), wait).Should(Equal(lbcfv1beta1.MemberContributing))
 
 	// m2 leaves the binding: its backends go.
 	e.setTargets("m1")
@@ -324,4 +360,57 @@ func TestFederationAcrossMembers(t *testing.T) {
 	g.Expect(e.c.Delete(e.ctx, &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "vip", Namespace: e.ns}})).To(Succeed())
 	g.Eventually(func() int { return len(e.drv.LoadBalancers()) }, wait).Should(BeZero())
 	g.Expect(e.drv.CountCalls(driver.DeleteLoadBalancer)).To(Equal(1))
+}
+
+// template returns the BackendGroup template as stored.
+func (e *env) template(g Gomega) *lbcfv1beta1.BackendGroup {
+	bg := &lbcfv1beta1.BackendGroup{}
+	g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(e.bg), bg)).To(Succeed())
+	return bg
+}
+
+// member returns the federation's status of a member on the template (zero when absent).
+func (e *env) member(g Gomega, name string) lbcfv1beta1.MemberStatus {
+	for _, m := range e.template(g).Status.Members {
+		if m.Name == e.ns+"-"+name {
+			return m
+		}
+	}
+	return lbcfv1beta1.MemberStatus{}
+}
+
+// memberState polls a member's state.
+func (e *env) memberState(name string) func(g Gomega) lbcfv1beta1.MemberState {
+	return func(g Gomega) lbcfv1beta1.MemberState { return e.member(g, name).State }
+}
+
+// condition returns the template's condition of type typ (zero when absent).
+func (e *env) condition(g Gomega, typ string) metav1.Condition {
+	for _, c := range e.template(g).Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return metav1.Condition{}
+}
+
+// gauge returns the value of a federation metric with the given labels (0 when absent).
+func (e *env) gauge(name string, labels map[string]string) float64 {
+	mfs, err := e.reg.Gather()
+	e.g.Expect(err).NotTo(HaveOccurred())
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
 }

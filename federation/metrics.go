@@ -18,13 +18,31 @@ import (
 //	lbfed_cluster_registered_backends{cluster} its backends registered on front ends (from the records)
 //	lbfed_backend_registration_seconds{cluster} time from a record's creation (the federation seeing
 //	                                             the backend) to the driver confirming the registration
+//	lbfed_member_groups{cluster,state}         groups in which the member is in each state
+//	                                             (Contributing, Stale, Unobserved, Held, Withdrawn,
+//	                                             Recovering): Withdrawn and Held are what to alert on
+//	lbfed_cluster_candidates_truncated{cluster} groups whose report from the member is cut to its budget
+//	lbfed_cluster_unregistered_backends{cluster} its records not registered (yet)
+//	lbfed_cluster_unregistered_oldest_seconds{cluster} age of its oldest record not registered
 type Metrics struct {
 	candidates   *prometheus.GaugeVec
 	registration *prometheus.HistogramVec
+	states       *prometheus.GaugeVec
+	truncated    *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	counts map[types.UID]map[string]int
+	// plans: per group, each member's state and truncation.
+	plans map[types.UID]map[string]memberFigures
 }
+
+type memberFigures struct {
+	state     lbcfv1beta1.MemberState
+	truncated bool
+}
+
+var memberStates = []lbcfv1beta1.MemberState{lbcfv1beta1.MemberContributing, lbcfv1beta1.MemberStale, lbcfv1beta1.MemberUnobserved,
+	lbcfv1beta1.MemberHeld, lbcfv1beta1.MemberWithdrawn, lbcfv1beta1.MemberRecovering}
 
 // NewMetrics creates the metrics and registers them with reg. records lists the control plane's
 // BackendRecords (the manager's cache) for the registered gauge, computed at scrape time.
@@ -35,12 +53,88 @@ func NewMetrics(reg prometheus.Registerer, records client.Reader) *Metrics {
 			Name: "lbfed_backend_registration_seconds", Help: "Seconds from a backend's record being created to its registration on the front end.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"cluster"}),
+		states: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_member_groups",
+			Help: "BackendGroups in which the member cluster is in each state (Contributing, Stale, Unobserved, Held, Withdrawn, Recovering)."}, []string{"cluster", "state"}),
+		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_cluster_candidates_truncated",
+			Help: "BackendGroups whose report from the member cluster is cut to its byte budget."}, []string{"cluster"}),
 		counts: map[types.UID]map[string]int{},
+		plans:  map[types.UID]map[string]memberFigures{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.candidates, m.registration, &registeredCollector{records: records})
+		reg.MustRegister(m.candidates, m.registration, m.states, m.truncated, &registeredCollector{records: records})
 	}
 	return m
+}
+
+// setPlan records a group's member plan.
+func (m *Metrics) setPlan(bg types.UID, p *groupPlan) {
+	if m == nil {
+		return
+	}
+	figures := map[string]memberFigures{}
+	clusters := map[string]bool{}
+	for name, mp := range p.members {
+		figures[name] = memberFigures{state: mp.status.State, truncated: mp.status.Truncated}
+		n := 0
+		if mp.report != nil {
+			n = len(mp.report.backends)
+		}
+		m.setCandidates(bg, name, n)
+		clusters[name] = true
+	}
+	m.mu.Lock()
+	for name := range m.plans[bg] {
+		clusters[name] = true
+	}
+	m.plans[bg] = figures
+	m.mu.Unlock()
+	for name := range clusters {
+		if _, ok := figures[name]; !ok {
+			m.setCandidates(bg, name, 0)
+		}
+		m.refresh(name)
+	}
+}
+
+// forget drops a deleted group's figures.
+func (m *Metrics) forget(bg types.UID) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	clusters := map[string]bool{}
+	for name := range m.plans[bg] {
+		clusters[name] = true
+	}
+	for name := range m.counts[bg] {
+		clusters[name] = true
+	}
+	delete(m.plans, bg)
+	m.mu.Unlock()
+	for name := range clusters {
+		m.setCandidates(bg, name, 0)
+		m.refresh(name)
+	}
+}
+
+// refresh recomputes a cluster's state and truncation gauges over every group.
+func (m *Metrics) refresh(cluster string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	counts := map[lbcfv1beta1.MemberState]int{}
+	truncated := 0
+	for _, per := range m.plans {
+		if f, ok := per[cluster]; ok {
+			counts[f.state]++
+			if f.truncated {
+				truncated++
+			}
+		}
+	}
+	for _, st := range memberStates {
+		m.states.WithLabelValues(cluster, string(st)).Set(float64(counts[st]))
+	}
+	m.truncated.WithLabelValues(cluster).Set(float64(truncated))
 }
 
 func (m *Metrics) setCandidates(bg types.UID, cluster string, n int) {
@@ -77,7 +171,16 @@ type registeredCollector struct{ records client.Reader }
 
 var registeredDesc = prometheus.NewDesc("lbfed_cluster_registered_backends", "Backends of each member cluster registered on front ends.", []string{"cluster"}, nil)
 
-func (c *registeredCollector) Describe(ch chan<- *prometheus.Desc) { ch <- registeredDesc }
+var (
+	unregisteredDesc    = prometheus.NewDesc("lbfed_cluster_unregistered_backends", "Backends of each member cluster whose records are not registered (yet).", []string{"cluster"}, nil)
+	unregisteredAgeDesc = prometheus.NewDesc("lbfed_cluster_unregistered_oldest_seconds", "Age of the oldest record of each member cluster that is not registered.", []string{"cluster"}, nil)
+)
+
+func (c *registeredCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- registeredDesc
+	ch <- unregisteredDesc
+	ch <- unregisteredAgeDesc
+}
 
 func (c *registeredCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -86,13 +189,26 @@ func (c *registeredCollector) Collect(ch chan<- prometheus.Metric) {
 	if err := c.records.List(ctx, list, client.HasLabels{lbcfv1beta1.LabelCluster}, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
-	counts := map[string]int{}
+	counts, pending, oldest := map[string]int{}, map[string]int{}, map[string]float64{}
+	now := time.Now()
 	for i := range list.Items {
-		if list.Items[i].IsRegistered() {
-			counts[list.Items[i].Labels[lbcfv1beta1.LabelCluster]]++
+		br := &list.Items[i]
+		cluster := br.Labels[lbcfv1beta1.LabelCluster]
+		switch {
+		case br.IsRegistered():
+			counts[cluster]++
+		case br.DeletionTimestamp == nil:
+			pending[cluster]++
+			if age := now.Sub(br.CreationTimestamp.Time).Seconds(); age > oldest[cluster] {
+				oldest[cluster] = age
+			}
 		}
 	}
 	for cluster, n := range counts {
 		ch <- prometheus.MustNewConstMetric(registeredDesc, prometheus.GaugeValue, float64(n), cluster)
+	}
+	for cluster, n := range pending {
+		ch <- prometheus.MustNewConstMetric(unregisteredDesc, prometheus.GaugeValue, float64(n), cluster)
+		ch <- prometheus.MustNewConstMetric(unregisteredAgeDesc, prometheus.GaugeValue, oldest[cluster], cluster)
 	}
 }

@@ -24,6 +24,8 @@ type report struct {
 	// generation the member object was last updated from.
 	Generation                 *int64 `json:"generation,omitempty"`
 	ResourceTemplateGeneration *int64 `json:"resourceTemplateGeneration,omitempty"`
+	// ReportRequest echoes the template's lbfed.io/report-request the member last saw.
+	ReportRequest string `json:"reportRequest,omitempty"`
 }
 
 func parseReport(raw []byte) (*report, error) {
@@ -61,7 +63,11 @@ type clusterReport struct {
 	cluster  string
 	backends []controller.Backend
 	byKey    map[string]*controller.Backend // see backendKey
-	partial  bool                           // truncated: records of missing backends are kept
+	partial  bool                           // truncated or undecodable: records of missing backends are kept
+	// truncated: the member cut its list to its byte budget.
+	truncated bool
+	// request is the report request the member echoed.
+	request string
 	// digest of the report's bytes and the template generation it was judged current for.
 	digest     uint64
 	generation int64
@@ -81,7 +87,8 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 		params = map[string]string{}
 	}
 	params[lbcfv1beta1.ParamCluster] = cluster
-	out := &clusterReport{cluster: cluster, partial: r.truncated(), byKey: make(map[string]*controller.Backend, len(cands))}
+	out := &clusterReport{cluster: cluster, partial: r.truncated(), truncated: r.truncated(), request: r.ReportRequest,
+		byKey: make(map[string]*controller.Backend, len(cands))}
 	if err != nil {
 		out.partial = true // entries that did not decode may be backends we must not drop
 	}

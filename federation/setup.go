@@ -28,8 +28,15 @@ import (
 // Options configure the federation controller.
 type Options struct {
 	controller.Options
-	// Grace is how long a member may be NotReady before its backends are deregistered.
+	// Grace is how long a member may be unobserved (Cluster NotReady or gone, binding missing)
+	// before the member-loss policy applies.
 	Grace time.Duration
+	// MemberLossPolicy is the default policy (FailStatic when empty); a group's
+	// lbfed.io/member-loss-policy annotation overrides it.
+	MemberLossPolicy lbcfv1beta1.MemberLossPolicy
+	// CandidatesBudget is the candidate data one group's binding may carry over all members
+	// (DefaultCandidatesBudget when 0).
+	CandidatesBudget int
 	// ResyncPeriod re-reconciles every BackendGroup at least this often.
 	ResyncPeriod time.Duration
 	// ClusterMetrics, when set, receive the per-cluster figures.
@@ -62,7 +69,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	}); err != nil {
 		return nil, fmt.Errorf("index resource bindings: %w", err)
 	}
-	src := &Source{Client: mgr.GetClient(), Grace: opts.Grace, Metrics: opts.ClusterMetrics}
+	if opts.MemberLossPolicy == "" {
+		opts.MemberLossPolicy = lbcfv1beta1.MemberLossFailStatic
+	}
+	if _, ok := lbcfv1beta1.ParseMemberLossPolicy(string(opts.MemberLossPolicy)); !ok {
+		return nil, fmt.Errorf("unknown member-loss policy %q (FailStatic, Withdraw or Keep)", opts.MemberLossPolicy)
+	}
+	src := &Source{Client: mgr.GetClient(), Writer: mgr.GetClient(), Recorder: opts.Recorder, Grace: opts.Grace,
+		Policy: opts.MemberLossPolicy, CandidatesBudget: opts.CandidatesBudget, DryRun: opts.DryRun, Metrics: opts.ClusterMetrics}
 	if opts.ClusterMetrics != nil {
 		opts.OnRegistered = opts.ClusterMetrics.ObserveRegistered
 	}

@@ -4,12 +4,19 @@
 // programmed once whatever the number of members — with a BackendSource that reads each member's
 // compact report from the BackendGroup's ResourceBinding and takes member liveness from Karmada's
 // Cluster objects.
+//
+// What each member contributes is decided per group by a member plan (members.go): withdraw what
+// is known to be gone, keep within bounds what is only unobserved, never empty a group on
+// control-plane evidence alone (the fail-static floor), restore a withdrawn member only from a
+// report it made after its return. The plan is written on the template (status.members, the
+// MembersWithdrawn/FailStatic/BindingMissing/CandidatesTruncated conditions) and in metrics.
 package federation
 
 import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"sort"
 	"sync"
 	"time"
 
@@ -20,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,8 +43,20 @@ const indexBindingResource = "lbfed.bindingResource"
 type Source struct {
 	// Client reads the Karmada API server (cached): ResourceBindings, Clusters, Services.
 	Client client.Reader
-	// Grace is how long a member may be NotReady before its backends are deregistered.
+	// Writer writes the template annotations the members read (report requests, budgets).
+	Writer client.Writer
+	// Recorder receives the member events (MemberWithdrawn, MemberHeld, MemberRestored, …).
+	Recorder events.EventRecorder
+	// Grace is how long a member may be unobserved (Cluster NotReady or gone, binding missing)
+	// before the member-loss policy applies.
 	Grace time.Duration
+	// Policy is the member-loss policy of groups without the lbfed.io/member-loss-policy annotation.
+	Policy lbcfv1beta1.MemberLossPolicy
+	// CandidatesBudget is the candidate data, in bytes, one group's ResourceBinding may carry over
+	// all its members; each member is told its share through the template.
+	CandidatesBudget int
+	// DryRun: nothing is written.
+	DryRun bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	// Metrics receives per-cluster figures (optional).
@@ -45,14 +65,23 @@ type Source struct {
 	mu sync.Mutex
 	// last is each member's last current report per group: what is used while Karmada delivers
 	// no status or a stale one for that member.
-	last    map[types.UID]map[string]*clusterReport
-	requeue map[types.UID]time.Duration
+	last map[types.UID]map[string]*clusterReport
+	// plans are the latest decisions per group.
+	plans map[types.UID]*groupPlan
+	// firstMissing is when a Cluster object (by name) or a group's binding (by UID) was first
+	// found missing; restarted with the process (the grace period starts again).
+	firstMissing map[string]time.Time
 }
+
+// DefaultCandidatesBudget is the candidate data one group's ResourceBinding may carry over all
+// its members: etcd refuses objects over 1.5 MiB, and the binding holds more than candidates.
+const DefaultCandidatesBudget = 1200 * 1024
 
 var (
 	_ controller.BackendSource      = &Source{}
 	_ controller.AddrRequestBuilder = &Source{}
 	_ controller.Requeuer           = &Source{}
+	_ controller.StatusContributor  = &Source{}
 )
 
 func (s *Source) now() time.Time {
@@ -77,93 +106,155 @@ func (s *Source) binding(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (*wo
 	return nil, nil
 }
 
-// clusterDown reports whether a member is gone or NotReady for longer than the grace period;
-// wait is the time left before a NotReady member is declared down.
-func (s *Source) clusterDown(ctx context.Context, name string) (down bool, wait time.Duration, err error) {
+// observeCluster tells whether a member is live and, when not, why and since when.
+func (s *Source) observeCluster(ctx context.Context, o *observation) error {
 	c := &clusterv1alpha1.Cluster{}
-	if err := s.Client.Get(ctx, client.ObjectKey{Name: name}, c); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, 0, nil
+	if err := s.Client.Get(ctx, client.ObjectKey{Name: o.name}, c); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get cluster %s: %w", o.name, err)
 		}
-		return false, 0, fmt.Errorf("get cluster %s: %w", name, err)
+		o.reason, o.since = "ClusterGone", s.missingSince("cluster/"+o.name)
+		return nil
 	}
+	s.found("cluster/" + o.name)
 	cond := meta.FindStatusCondition(c.Status.Conditions, clusterv1alpha1.ClusterConditionReady)
 	if cond == nil || cond.Status == metav1.ConditionTrue {
-		return false, 0, nil
+		o.live = true
+		return nil
 	}
-	elapsed := s.now().Sub(cond.LastTransitionTime.Time)
-	if elapsed >= s.Grace {
-		return true, 0, nil
-	}
-	return false, s.Grace - elapsed, nil
+	o.reason, o.since = "ClusterNotReady", cond.LastTransitionTime.Time
+	return nil
 }
 
-// Backends implements controller.BackendSource: every member's candidates, from its current
-// report or, while Karmada has none for it, its last one. A member that left the binding, was
-// removed, or has been NotReady past the grace period contributes none, and its records go. A
-// member whose report is unknown or truncated keeps its records.
-func (s *Source) Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]controller.Backend, func(*lbcfv1beta1.BackendRecord) bool, error) {
-	if len(bg.Spec.Static) > 0 {
-		return controller.StaticBackends(bg), nil, nil // static addresses are the template's own
+func (s *Source) missingSince(key string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.firstMissing == nil {
+		s.firstMissing = map[string]time.Time{}
 	}
+	t, ok := s.firstMissing[key]
+	if !ok {
+		t = s.now()
+		s.firstMissing[key] = t
+	}
+	return t
+}
+
+func (s *Source) found(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.firstMissing, key)
+}
+
+// policy returns the group's member-loss policy.
+func (s *Source) policy(bg *lbcfv1beta1.BackendGroup) lbcfv1beta1.MemberLossPolicy {
+	if p, ok := lbcfv1beta1.ParseMemberLossPolicy(bg.Annotations[lbcfv1beta1.AnnotationMemberLossPolicy]); ok {
+		return p
+	}
+	if s.Policy != "" {
+		return s.Policy
+	}
+	return lbcfv1beta1.MemberLossFailStatic
+}
+
+// plan observes every member of bg and decides what each contributes.
+func (s *Source) plan(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (*groupPlan, error) {
 	rb, err := s.binding(ctx, bg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	log := ctrl.LoggerFrom(ctx)
-	authority := map[string]bool{}
-	var out []controller.Backend
-	var requeue time.Duration
-	targets := map[string]bool{}
-	if rb != nil {
+	in := planInput{now: s.now(), grace: s.Grace, policy: s.policy(bg), previous: map[string]lbcfv1beta1.MemberStatus{},
+		request: bg.Annotations[lbcfv1beta1.AnnotationReportRequest]}
+	for _, m := range bg.Status.Members {
+		in.previous[m.Name] = m
+	}
+	seen := map[string]bool{}
+	if rb != nil && len(rb.Spec.Clusters) > 0 {
+		s.found("binding/" + string(bg.UID))
 		items := map[string]*workv1alpha2.AggregatedStatusItem{}
 		for i := range rb.Status.AggregatedStatus {
 			items[rb.Status.AggregatedStatus[i].ClusterName] = &rb.Status.AggregatedStatus[i]
 		}
 		for _, t := range rb.Spec.Clusters {
-			targets[t.Name] = true
-			down, wait, err := s.clusterDown(ctx, t.Name)
-			if err != nil {
-				return nil, nil, err
-			}
-			if down {
-				authority[t.Name] = true
-				s.Metrics.setCandidates(bg.UID, t.Name, 0)
+			if seen[t.Name] {
 				continue
 			}
-			if wait > 0 && (requeue == 0 || wait < requeue) {
-				requeue = wait
+			seen[t.Name] = true
+			o := observation{name: t.Name, target: true}
+			if err := s.observeCluster(ctx, &o); err != nil {
+				return nil, err
 			}
-			cr := s.fresh(bg, t.Name, items[t.Name])
-			if cr == nil {
-				cr = s.lastReport(bg.UID, t.Name)
+			o.fresh = s.fresh(bg, t.Name, items[t.Name])
+			o.last = o.fresh
+			if o.last == nil {
+				o.last = s.lastReport(bg.UID, t.Name)
 			}
-			if cr == nil {
-				authority[t.Name] = false
-				log.V(1).Info("no report from member yet: keeping its records", "cluster", t.Name)
-				continue
-			}
-			authority[t.Name] = !cr.partial
-			out = append(out, cr.backends...)
-			s.Metrics.setCandidates(bg.UID, t.Name, len(cr.backends))
+			in.observations = append(in.observations, o)
+		}
+	} else {
+		in.bindingMissing = true
+		in.bindingSince = s.missingSince("binding/" + string(bg.UID))
+		if c := meta.FindStatusCondition(bg.Status.Conditions, lbcfv1beta1.BackendGroupBindingMissing); c != nil && c.Status == metav1.ConditionTrue && c.LastTransitionTime.Time.Before(in.bindingSince) {
+			in.bindingSince = c.LastTransitionTime.Time // persisted across restarts
 		}
 	}
+	// Members the group knew that the binding does not (or no longer) name.
+	known := map[string]bool{}
 	s.mu.Lock()
 	for c := range s.last[bg.UID] {
-		if !targets[c] {
-			delete(s.last[bg.UID], c) // left the binding
-			s.Metrics.setCandidates(bg.UID, c, 0)
+		known[c] = true
+	}
+	s.mu.Unlock()
+	for c := range in.previous {
+		known[c] = true
+	}
+	names := make([]string, 0, len(known))
+	for c := range known {
+		if !seen[c] {
+			names = append(names, c)
 		}
 	}
-	if s.requeue == nil {
-		s.requeue = map[types.UID]time.Duration{}
+	sort.Strings(names)
+	for _, c := range names {
+		o := observation{name: c, last: s.lastReport(bg.UID, c)}
+		if prev, ok := in.previous[c]; ok && !in.bindingMissing && o.last == nil && prev.State == lbcfv1beta1.MemberWithdrawn {
+			continue // withdrawn and out of the placement: nothing left to say
+		}
+		if in.bindingMissing {
+			o.reason, o.since = "BindingMissing", in.bindingSince
+		} else {
+			o.removed, o.reason, o.since = true, "RemovedFromPlacement", in.now
+		}
+		in.observations = append(in.observations, o)
 	}
-	s.requeue[bg.UID] = requeue
+	p := decide(in)
+	// Reports of members that left the placement are forgotten once they are withdrawn.
+	s.mu.Lock()
+	for c := range s.last[bg.UID] {
+		if m := p.members[c]; m == nil || (!in.bindingMissing && !seen[c] && m.status.State == lbcfv1beta1.MemberWithdrawn) {
+			delete(s.last[bg.UID], c)
+		}
+	}
+	if s.plans == nil {
+		s.plans = map[types.UID]*groupPlan{}
+	}
+	s.plans[bg.UID] = p
 	s.mu.Unlock()
-	return out, func(br *lbcfv1beta1.BackendRecord) bool {
-		a, ok := authority[br.Labels[lbcfv1beta1.LabelCluster]]
-		return !ok || a // records of members not in the binding are deregistered
-	}, nil
+	s.Metrics.setPlan(bg.UID, p)
+	return p, nil
+}
+
+// Backends implements controller.BackendSource: what the member plan contributes (see decide).
+func (s *Source) Backends(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]controller.Backend, func(*lbcfv1beta1.BackendRecord) bool, error) {
+	if len(bg.Spec.Static) > 0 {
+		return controller.StaticBackends(bg), nil, nil // static addresses are the template's own
+	}
+	p, err := s.plan(ctx, bg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("member plan", "members", len(p.members), "bindingMissing", p.bindingMissing)
+	return p.backends(), p.authoritative, nil
 }
 
 // fresh decodes a member's item when it carries a current report, and remembers it. A report
@@ -207,11 +298,10 @@ func (s *Source) lastReport(uid types.UID, cluster string) *clusterReport {
 func (s *Source) Forget(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for c := range s.last[uid] {
-		s.Metrics.setCandidates(uid, c, 0)
-	}
 	delete(s.last, uid)
-	delete(s.requeue, uid)
+	delete(s.plans, uid)
+	delete(s.firstMissing, "binding/"+string(uid))
+	s.Metrics.forget(uid)
 }
 
 // RequeueAfter implements controller.Requeuer: a group is looked at again when a NotReady member's
@@ -219,7 +309,10 @@ func (s *Source) Forget(uid types.UID) {
 func (s *Source) RequeueAfter(bg *lbcfv1beta1.BackendGroup) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.requeue[bg.UID]
+	if p := s.plans[bg.UID]; p != nil {
+		return p.requeue
+	}
+	return 0
 }
 
 // GenerateRequest implements controller.AddrRequestBuilder from the member's report.
@@ -233,15 +326,16 @@ func (s *Source) GenerateRequest(ctx context.Context, br *lbcfv1beta1.BackendRec
 		return nil, nil, false, client.IgnoreNotFound(err)
 	}
 	cluster := br.Labels[lbcfv1beta1.LabelCluster]
-	cr := s.lastReport(bg.UID, cluster)
-	if cr == nil {
-		// After a restart the record may be reconciled before its group: read the reports now.
-		if _, _, err := s.Backends(ctx, bg); err != nil {
+	cr, planned := s.contributed(bg.UID, cluster)
+	if !planned {
+		// After a restart the record may be reconciled before its group: plan now.
+		if _, err := s.plan(ctx, bg); err != nil {
 			return nil, nil, false, err
 		}
-		if cr = s.lastReport(bg.UID, cluster); cr == nil {
-			return nil, nil, false, nil
-		}
+		cr, _ = s.contributed(bg.UID, cluster)
+	}
+	if cr == nil {
+		return nil, nil, false, nil // withdrawn, recovering, or nothing reported
 	}
 	switch {
 	case br.Spec.PodBackendInfo != nil:
@@ -263,6 +357,21 @@ func (s *Source) GenerateRequest(ctx context.Context, br *lbcfv1beta1.BackendRec
 		return nil, &driver.ServiceBackendInRequest{Service: *svc, Port: b.Port, NodeName: b.NodeName, NodeAddresses: b.NodeAddresses}, true, nil
 	}
 	return nil, nil, false, nil
+}
+
+// contributed returns the report a member contributes in the group's current plan; planned is
+// false when the group has no plan yet.
+func (s *Source) contributed(uid types.UID, cluster string) (r *clusterReport, planned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.plans[uid]
+	if p == nil {
+		return nil, false
+	}
+	if m := p.members[cluster]; m != nil {
+		return m.report, true
+	}
+	return nil, true
 }
 
 // service returns the Service template with the member's nodePort (members allocate their own).

@@ -22,8 +22,9 @@
 //     Labels and finalizers added in the member are retained by Karmada itself. LoadBalancer: no
 //     change (its admission only adds a finalizer).
 //   - InterpretStatus: the member's reportable status, never more: for a BackendGroup candidates
-//     (passed through, already compact), backends, registeredBackends, conditions and
-//     observedGeneration; for a LoadBalancer lbInfo, conditions and observedGeneration. Both also
+//     (passed through, already compact), backends, registeredBackends, conditions,
+//     observedGeneration and reportRequest (the federation's lbfed.io/report-request the member
+//     echoed: how the federation tells a report made after a member's return); for a LoadBalancer lbInfo, conditions and observedGeneration. Both also
 //     carry the member object's generation and the template generation it was built from
 //     (Karmada's resourcetemplate.karmada.io/generation annotation), as Karmada does for its
 //     native workloads, so readers can tell whether a report is current. observedGeneration is

@@ -122,7 +122,7 @@ func (o *memberObject) readStatusField(r *jsonReader, key string) {
 
 // Status keys each kind reports, in answer order.
 var reportedStatus = map[string][]string{
-	lbcfv1beta1.KindBackendGroup: {"backends", "registeredBackends", "conditions", "candidates"},
+	lbcfv1beta1.KindBackendGroup: {"backends", "registeredBackends", "conditions", "candidates", "reportRequest"},
 	lbcfv1beta1.KindLoadBalancer: {"lbInfo", "conditions"},
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -42,7 +43,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.cluster, "cluster-name", "kubernetes", "cluster name in the owner mark of the Alteon objects (elb/<cluster>/<namespace>/<service>); must differ between clusters sharing a pair")
 	fs.StringVar(&o.class, "load-balancer-class", servicelb.DefaultLoadBalancerClass, "spec.loadBalancerClass this controller serves")
 	fs.BoolVar(&o.claimUnclassed, "claim-unclassed", true, "also serve Services without loadBalancerClass that carry the "+servicelb.AnnotationVIP+" annotation")
-	fs.IntVar(&o.maxRetries, "max-retries", 5, "consecutive failures of a Service retried with backoff before giving up until it changes or the next resync")
+	fs.IntVar(&o.maxRetries, "max-retries", 5, "consecutive refusals of a Service's change by the Alteon (rejected write, failed apply) retried with backoff before giving up until it changes or the next resync; an unavailable Alteon is retried until it is back")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "how often every Service is checked against the Alteon")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "Services reconciled at once (their changes share Alteon transactions)")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0: off)")
@@ -94,6 +95,11 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 		MaxRetries: o.maxRetries, ResyncPeriod: o.resync, MaxConcurrentReconciles: o.concurrency,
 	}); err != nil {
 		return fmt.Errorf("set up controller: %w", err)
+	}
+	// The leader finishes owed saves and syncs (a runnable that needs leader election: a save
+	// from another replica would be a second writer).
+	if err := mgr.Add(manager.RunnableFunc(fe.Run)); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

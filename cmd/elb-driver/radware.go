@@ -28,13 +28,14 @@ func init() {
 
 func (f *radwareFlags) register(fs *flag.FlagSet) {
 	f.alteon.Register(fs)
-	fs.StringVar(&f.owner, "radware-owner", "lbfed", "owner mark (Name/Vname) of the Alteon objects this driver creates; objects with another mark are never touched")
+	fs.StringVar(&f.owner, "radware-owner", "lbfed", "owner mark (Name/Vname) of the Alteon objects this driver creates, followed by /<LoadBalancer UID>; objects with another mark are never touched")
 }
 
-func (f *radwareFlags) newDriver(_ context.Context, log logr.Logger, reg prometheus.Registerer) (driver.Driver, error) {
+func (f *radwareFlags) newDriver(ctx context.Context, log logr.Logger, reg prometheus.Registerer) (driver.Driver, error) {
 	fe, err := f.alteon.Frontend(log, reg)
 	if err != nil {
 		return nil, err
 	}
+	go func() { _ = fe.Run(ctx) }() // finishes owed saves and syncs
 	return radware.NewDriver(radware.DriverOptions{Frontend: fe, Owner: f.owner, Logger: log})
 }

@@ -27,6 +27,8 @@ type federationComponent struct {
 	enabled                                     bool
 	engine                                      controller.Options
 	grace, resync                               time.Duration
+	memberLossPolicy                            string
+	candidatesBudget                            int
 	clientQPS                                   float64
 	clientBurst                                 int
 	leaderElect                                 bool
@@ -41,7 +43,9 @@ func (c *federationComponent) name() string { return "federation" }
 func (c *federationComponent) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.enabled, "federation-enabled", true, "run the federation controller against the Karmada API server (--kubeconfig)")
 	c.engine.AddFlags(fs, "federation-")
-	fs.DurationVar(&c.grace, "federation-grace-period", time.Minute, "how long a member may be NotReady (Karmada Cluster condition) before its backends are deregistered; Karmada itself notices an unreachable member after about 30-40s")
+	fs.DurationVar(&c.grace, "federation-grace-period", time.Minute, "how long a member may be unobserved (Karmada Cluster NotReady or gone, the group's ResourceBinding missing or empty) before the member-loss policy applies; Karmada itself notices an unreachable member after about 30-40s")
+	fs.StringVar(&c.memberLossPolicy, "federation-member-loss-policy", string(lbcfv1beta1.MemberLossFailStatic), "what happens to an unobserved member's backends after the grace period, unless a group's lbfed.io/member-loss-policy annotation says otherwise: FailStatic (withdrawn only while another member of the group serves; when every member is unobserved at once all are kept), Withdraw (always withdrawn), Keep (never withdrawn: the front end's health checks decide)")
+	fs.IntVar(&c.candidatesBudget, "federation-candidates-budget-bytes", federation.DefaultCandidatesBudget, "candidate data one BackendGroup's ResourceBinding may carry over all its members (etcd refuses objects over 1.5 MiB); each member is told its share through the template's lbfed.io/candidates-budget annotation")
 	fs.DurationVar(&c.resync, "federation-resync-period", 5*time.Minute, "every BackendGroup is reconciled at least this often")
 	fs.Float64Var(&c.clientQPS, "federation-client-qps", 500, "queries per second to the Karmada API server")
 	fs.IntVar(&c.clientBurst, "federation-client-burst", 1000, "burst of queries to the Karmada API server")
@@ -90,7 +94,11 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 	if err != nil {
 		return nil, err
 	}
-	opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync,
+	policy, ok := lbcfv1beta1.ParseMemberLossPolicy(c.memberLossPolicy)
+	if !ok {
+		return nil, fmt.Errorf("--federation-member-loss-policy=%q: want FailStatic, Withdraw or Keep", c.memberLossPolicy)
+	}
+	opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync, MemberLossPolicy: policy, CandidatesBudget: c.candidatesBudget,
 		ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry, mgr.GetClient())}
 	opts.Invoker = driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
 	opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
@@ -104,6 +112,6 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	log.Info("federation controller configured", "grace", c.grace, "dryRun", c.engine.DryRun)
+	log.Info("federation controller configured", "grace", c.grace, "memberLossPolicy", policy, "dryRun", c.engine.DryRun)
 	return []runnable{mgr}, nil
 }

@@ -5,6 +5,9 @@
 //
 //   - interpreter: the Karmada resource interpreter webhook for the LBCF kinds (HTTPS, with
 //     /healthz, /readyz and /metrics on the same port). It needs no Kubernetes API access.
+//   - admission: LBCF's admission webhooks (package lbcf/admission) for the templates in the
+//     Karmada API server, calling the drivers' validate webhooks (HTTPS; off by default, the
+//     lbfed chart turns it on and registers it).
 //   - federation: the federation controller, a controller-runtime manager against the Karmada
 //     API server.
 //
@@ -43,7 +46,7 @@ type runnable interface {
 
 // components lists every component, in start order.
 func components() []component {
-	return []component{&interpreterComponent{}, &federationComponent{}}
+	return []component{&interpreterComponent{}, &admissionComponent{}, &federationComponent{}}
 }
 
 func main() {

@@ -190,15 +190,16 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		return fmt.Errorf("helm not built (%v): run `make helm-lint`", err)
 	}
 	members := t.Members()
-	a, err := loopbackPorts(3 + 3*len(members))
+	a, err := loopbackPorts(4 + 3*len(members))
 	if err != nil {
 		return err
 	}
-	interp, fedMetrics, fedProbe := a[0], a[1], a[2]
+	interp, fedMetrics, fedProbe, adm := a[0], a[1], a[2], a[len(a)-1]
 	d.FederationMetrics = "http://" + fedMetrics + "/metrics"
 	set := []string{
 		"karmada.apply=manifests",
 		"controller.interpreter.url=https://" + interp + "/interpret",
+		"controller.admission.url=https://" + adm,
 		"controller.interpreter.extraIPs={127.0.0.1}",
 		"member.webhook.extraIPs={127.0.0.1}",
 		"controller.federation.gracePeriod=" + opts.Grace.String(),
@@ -223,13 +224,16 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		return err
 	}
 	// As the chart's apply Job: CRDs (until Established), the other objects, then — once the
-	// interpreter answers — its registration.
+	// interpreter answers — its registration and lbfed-controller's admission.
 	var riwc *unstructured.Unstructured
+	var registrations []*unstructured.Unstructured
 	for _, o := range split.Karmada {
-		switch o.GetKind() {
-		case "ResourceInterpreterWebhookConfiguration":
+		switch {
+		case o.GetKind() == "ResourceInterpreterWebhookConfiguration":
 			riwc = o
-		case "CustomResourceDefinition":
+		case o.GetLabels()["app.kubernetes.io/component"] == "admission":
+			registrations = append(registrations, o)
+		case o.GetKind() == "CustomResourceDefinition":
 			if err := ServerSideApply(ctx, kc, o); err != nil {
 				return err
 			}
@@ -266,6 +270,7 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	}
 	args = manifests.SetFlags(args, map[string]string{
 		"kubeconfig": kubeconfig, "interpreter-cert-dir": certDir, "interpreter-bind-address": interp,
+		"admission-cert-dir": certDir, "admission-bind-address": adm,
 		"federation-metrics-bind-address": fedMetrics, "federation-health-probe-bind-address": fedProbe,
 		// Quick retries for demos and tests.
 		"federation-min-retry-delay": "1s", "federation-retry-delay-step": "1s", "federation-max-retry-delay": "10s",
@@ -279,8 +284,13 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	if err := waitHTTP(ctx, "http://"+fedProbe+"/readyz", nil); err != nil {
 		return fmt.Errorf("federation: %w", err)
 	}
-	if err := ServerSideApply(ctx, kc, riwc); err != nil {
-		return err
+	if err := waitTLS(ctx, adm, caOf(certDir)); err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
+	for _, o := range append(registrations, riwc) {
+		if err := ServerSideApply(ctx, kc, o); err != nil {
+			return err
+		}
 	}
 
 	// Every member: what the propagation policy put there, run as lbcf-controller --mode=member.
@@ -445,6 +455,21 @@ func waitHTTP(ctx context.Context, url string, cas ...[]byte) error {
 			return fmt.Errorf("%s: HTTP %d", url, rsp.StatusCode)
 		}
 		return nil
+	})
+}
+
+// waitTLS polls addr until it completes a TLS handshake with a certificate of ca (2 minutes at
+// most): a webhook server that has no health endpoint is serving.
+func waitTLS(ctx context.Context, addr string, ca []byte) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	d := &tls.Dialer{Config: &tls.Config{RootCAs: pool}}
+	return poll(ctx, 2*time.Minute, func() error {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/interpreter"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
@@ -122,10 +123,46 @@ type memberReport struct {
 // Retain of admission defaults without an update loop, and the Service of a service backend
 // brought along by propagateDeps.
 func TestBackendGroupAcrossTwoMembers(t *testing.T) {
+	backendGroupAcrossTwoMembers(t, "interp-e2e")
+
+	t.Log("the webhook answered, and never failed")
+	metrics, err := interpreterMetrics()
+	g := NewWithT(t)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, op := range []string{"InterpretStatus", "InterpretHealth", "AggregateStatus", "Retain", "InterpretDependency"} {
+		g.Expect(counter(metrics, op, "BackendGroup", "answered")).To(BeNumerically(">", 0), op)
+	}
+	g.Expect(metrics).NotTo(MatchRegexp(`lbfed_interpreter_requests_total\{[^}]*outcome="(failed|bad_request)"`))
+}
+
+// TestBackendGroupAcrossTwoMembersWithLua runs the same suite with Karmada's Lua
+// ResourceInterpreterCustomizations (interpreter/customizations.yaml, as the lbfed chart ships them
+// with luaInterpreter.enabled) instead of the webhook: the webhook registration is deleted and
+// lbfed-controller stopped, so every interpretation comes from the Lua scripts. It runs after
+// TestBackendGroupAcrossTwoMembers (source order), which needs the webhook.
+func TestBackendGroupAcrossTwoMembersWithLua(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	karmada, _ := clients(t)
+	g.Expect(client.IgnoreNotFound(karmada.Delete(ctx, &configv1alpha1.ResourceInterpreterWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: interpreter.DefaultConfigName}}))).To(Succeed())
+	stopInterpreter(t)
+	rics, err := interpreter.Customizations()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rics).To(HaveLen(2))
+	for _, ric := range rics {
+		// karmada-webhook validates the customizations (Lua syntax included) on create.
+		g.Expect(karmada.Create(ctx, ric)).To(Succeed(), ric.Name)
+	}
+	backendGroupAcrossTwoMembers(t, "interp-e2e-lua")
+}
+
+// backendGroupAcrossTwoMembers is the suite, in namespace ns, with whatever interpreter is
+// registered.
+func backendGroupAcrossTwoMembers(t *testing.T, ns string) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	karmada, members := clients(t)
-	ns := "interp-e2e"
 	g.Expect(karmada.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 
 	// A pod backend and a service backend; neither sets deregisterPolicy, which LBCF admission
@@ -297,14 +334,6 @@ func TestBackendGroupAcrossTwoMembers(t *testing.T) {
 	time.Sleep(3 * time.Second) // let Karmada process the status writes above
 	before := versions()
 	g.Consistently(versions).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Equal(before))
-
-	t.Log("the webhook answered, and never failed")
-	metrics, err := interpreterMetrics()
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, op := range []string{"InterpretStatus", "InterpretHealth", "AggregateStatus", "Retain", "InterpretDependency"} {
-		g.Expect(counter(metrics, op, "BackendGroup", "answered")).To(BeNumerically(">", 0), op)
-	}
-	g.Expect(metrics).NotTo(MatchRegexp(`lbfed_interpreter_requests_total\{[^}]*outcome="(failed|bad_request)"`))
 }
 
 // counter reads lbfed_interpreter_requests_total for the labels from a /metrics page.

@@ -2,8 +2,10 @@
 
 // Package interpreter_test runs lbfed's resource interpreter end to end: the lbfed-controller
 // binary (interpreter only, self-signed certificate, generated webhook configuration) registered
-// with a real Karmada control plane and two member clusters started by e2e/localup. Member
-// BackendGroup statuses are written directly, as lbcf-controller --mode=member writes them.
+// with a real Karmada control plane and two member clusters started by e2e/localup; then the
+// same suite once more with Karmada's Lua ResourceInterpreterCustomizations instead of the
+// webhook. Member BackendGroup statuses are written directly, as lbcf-controller --mode=member
+// writes them.
 //
 // Run with `go test -tags e2e ./e2e/interpreter/` (the topology binaries come from `make tools`;
 // without them the tests are skipped unless LBFED_REQUIRE_INTEGRATION=1).
@@ -20,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,8 +39,9 @@ import (
 // interpreterURL is the base URL of the lbfed-controller started by startInterpreter, and
 // interpreterCA the CA of its self-signed certificate.
 var (
-	interpreterURL string
-	interpreterCA  []byte
+	interpreterURL     string
+	interpreterCA      []byte
+	interpreterProcess *localup.Process
 )
 
 func TestMain(m *testing.M) {
@@ -88,7 +92,7 @@ func startInterpreter(ctx context.Context, t *localup.Topology) error {
 	if err != nil {
 		return err
 	}
-	interpreterURL = "https://" + addr
+	interpreterURL, interpreterProcess = "https://"+addr, p
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		err := ready(certDir)
@@ -122,6 +126,21 @@ func startInterpreter(ctx context.Context, t *localup.Topology) error {
 	}
 	// karmada-webhook validates the configuration on create.
 	return c.Create(ctx, cfg)
+}
+
+// stopInterpreter stops lbfed-controller, so that nothing but Lua can interpret.
+func stopInterpreter(t *testing.T) {
+	t.Helper()
+	if interpreterProcess == nil {
+		t.Fatal("lbfed-controller was not started")
+	}
+	_ = syscall.Kill(interpreterProcess.PID(), syscall.SIGTERM)
+	select {
+	case <-interpreterProcess.Done():
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(interpreterProcess.PID(), syscall.SIGKILL)
+		<-interpreterProcess.Done()
+	}
 }
 
 // ready checks /readyz with the CA the interpreter wrote.

@@ -10,10 +10,20 @@
 //     ("/a/*" element prefix, "/a" exact; default "/*"), cookie and header (ingress-bfe's
 //     "key:value" conditions; "v1|v2" lists alternatives), name (cluster name; by default derived
 //     from the route). Unknown lbSpec keys and any attribute are refused.
-//   - A host+path served by one unconditional LoadBalancer is a basic rule; otherwise its basic rule
-//     is ADVANCED_MODE and every LoadBalancer on it becomes a product rule, most specific first.
+//   - Routing: a request goes to the most specific matching LoadBalancer — exact host, then
+//     "*.suffix" (exactly one label more than suffix, as in BFE: *.example.test matches
+//     a.example.test, not a.b.example.test or example.test), then "*"; exact path, then the longer
+//     prefix; then cookie+header, cookie, header, none. A request that does not meet a route's
+//     conditions, or whose host has no route for its path, falls through to the next matching
+//     route (a less specific path or host); with none, BFE answers 500.
+//   - BFE itself never falls back: its basic-rule lookup takes the exact host and never tries "*"
+//     or "*.suffix" when the path misses, and a basic rule pointing at ADVANCED_MODE consults only
+//     the product rules. So a host+path served by one unconditional LoadBalancer is a basic rule;
+//     a host+path with conditional LoadBalancers is ADVANCED_MODE; and the product rules, most
+//     specific first, repeat every route such a request may be meant for (the broader routes of
+//     the same host, and wildcard routes covering a host that may miss).
 //   - One member cluster is one sub-cluster (backend parameter lbfed.io/cluster, "default" when
-//     absent). Instance weight: parameter weight (0..10000, default 10). Sub-cluster weight:
+//     absent). IPv6 instances are written "[addr]" (BFE dials Addr:Port). Instance weight: parameter weight (0..10000, default 10). Sub-cluster weight:
 //     parameter lbfed.io/cluster-weight with ingress-bfe balance.weight semantics (0 = no traffic,
 //     the sum must be positive), set per member, e.g. through a Karmada OverridePolicy; without it,
 //     the member's instance weight sum, so a federated pool splits like one flat pool. The split is

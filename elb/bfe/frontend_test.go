@@ -78,6 +78,13 @@ func (e *testEnv) expectServing(g Gomega) {
 	g.Expect(err).NotTo(HaveOccurred())
 	server, gslb := e.fake.Active()
 	g.Expect(server.RouteRule).To(Equal(want.RouteRule))
+	// BFE (and so the fake) gives an absent CheckConf.Uri its default; the driver omits it for tcp checks.
+	for name, c := range want.ClusterConf.Config {
+		if c.CheckConf.Uri == "" {
+			c.CheckConf.Uri = "/health_check"
+			want.ClusterConf.Config[name] = c
+		}
+	}
 	g.Expect(server.ClusterConf).To(Equal(want.ClusterConf))
 	g.Expect(server.HostRule).To(Equal(want.HostRule))
 	g.Expect(gslb.Gslb).To(Equal(want.Gslb))

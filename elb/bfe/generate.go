@@ -139,7 +139,7 @@ func balance(lb *LBState) (map[string][]bfeconf.Instance, map[string]int, LBRepo
 			mb = &member{}
 			members[b.Cluster] = mb
 		}
-		mb.instances = append(mb.instances, bfeconf.Instance{Name: b.Key(), Addr: b.Addr.Addr().String(),
+		mb.instances = append(mb.instances, bfeconf.Instance{Name: b.Key(), Addr: bfeconf.InstanceAddr(b.Addr.Addr()),
 			Port: int(b.Addr.Port()), Weight: b.Weight})
 		mb.sum += b.Weight
 		if b.ClusterWeight != nil && (mb.explicit == nil || *b.ClusterWeight < *mb.explicit) {
@@ -206,11 +206,19 @@ func gcd(a, b int) int {
 	return a
 }
 
-// routes builds the basic and product (advanced) rules. A host+path served by one LoadBalancer
-// without conditions is a basic rule. When a host+path has conditional LoadBalancers, its basic rule
-// defers to ADVANCED_MODE and each LoadBalancer becomes a product rule; product rules are evaluated in
-// order, so they are sorted most specific first: exact host before wildcard, longer host, exact path
-// before prefix, longer path, then cookie+header, cookie, header, none (ingress-bfe's order).
+// routes builds the basic and product (advanced) rules so that BFE sends each request where the
+// README says: to the most specific matching route — exact host, then the longer "*.suffix" (one
+// label, as BFE matches it), then "*"; exact path, then the longer prefix; then cookie+header,
+// cookie, header, none (ingress-bfe's order) — falling through routes whose conditions do not hold.
+//
+// BFE looks up the basic rules first (exact host, else wildcard host; exact path, else longest
+// prefix) and consults the product rules, in order, only when that lookup misses or lands on
+// ADVANCED_MODE; it never returns to another basic rule. So a host+path served by one unconditional
+// LoadBalancer is a basic rule; a host+path with conditional LoadBalancers defers to ADVANCED_MODE;
+// and the product rules, sorted most specific first, hold every LoadBalancer that such a request
+// may be meant for: the conditional ones, every route that overlaps an ADVANCED_MODE host+path
+// (the fall-through when no condition holds), and the wildcard routes that cover another host
+// (the fall-back when that host's basic rules miss the path).
 func routes(lbs []*LBState) ([]bfeconf.BasicRule, []bfeconf.ProductRule) {
 	type hostPath struct{ host, path string }
 	groups := map[hostPath][]*LBState{}
@@ -225,9 +233,12 @@ func routes(lbs []*LBState) ([]bfeconf.BasicRule, []bfeconf.ProductRule) {
 	sort.Slice(keys, func(i, j int) bool { return keys[i].host+"\x00"+keys[i].path < keys[j].host+"\x00"+keys[j].path })
 
 	basic := []bfeconf.BasicRule{}
-	var advanced []*LBState
+	hosts := map[string]bool{}             // host → has an unconditional "/*" route
+	advancedPaths := map[string][]string{} // host → paths of its ADVANCED_MODE rules
+	var product []*LBState
 	for _, k := range keys {
 		g := groups[k]
+		hosts[k.host] = hosts[k.host] || k.path == "/*" && len(g) == 1 && g[0].Cookie == nil && g[0].Header == nil
 		rule := bfeconf.BasicRule{Path: []string{k.path}}
 		if k.host != "*" {
 			rule.Hostname = []string{k.host}
@@ -236,16 +247,84 @@ func routes(lbs []*LBState) ([]bfeconf.BasicRule, []bfeconf.ProductRule) {
 			rule.ClusterName = g[0].Name
 		} else {
 			rule.ClusterName = bfeconf.AdvancedMode
-			advanced = append(advanced, g...)
+			advancedPaths[k.host] = append(advancedPaths[k.host], k.path)
+			product = append(product, g...)
 		}
 		basic = append(basic, rule)
 	}
-	sort.SliceStable(advanced, func(i, j int) bool { return moreSpecific(advanced[i], advanced[j]) })
-	product := []bfeconf.ProductRule{}
-	for _, lb := range advanced {
-		product = append(product, bfeconf.ProductRule{Cond: condition(&lb.LoadBalancer), ClusterName: lb.Name})
+	for _, k := range keys {
+		g := groups[k]
+		if len(g) != 1 || g[0].Cookie != nil || g[0].Header != nil {
+			continue // already a product rule
+		}
+		if fallThrough(k.host, k.path, hosts, advancedPaths) {
+			product = append(product, g[0])
+		}
 	}
-	return basic, product
+	sort.SliceStable(product, func(i, j int) bool { return moreSpecific(product[i], product[j]) })
+	rules := make([]bfeconf.ProductRule, 0, len(product))
+	for _, lb := range product {
+		rules = append(rules, bfeconf.ProductRule{Cond: condition(&lb.LoadBalancer), ClusterName: lb.Name})
+	}
+	return basic, rules
+}
+
+// fallThrough reports whether the unconditional route host+path may be meant for a request that
+// BFE sends to the product rules: one that lands on an ADVANCED_MODE rule it overlaps, on its own
+// host or on a host it covers, or one for a covered host whose basic rules miss the path (hosts
+// with an unconditional "/*" route never miss).
+func fallThrough(host, path string, hosts map[string]bool, advancedPaths map[string][]string) bool {
+	overlapsAdvanced := func(h string) bool {
+		for _, p := range advancedPaths[h] {
+			if pathsOverlap(path, p) {
+				return true
+			}
+		}
+		return false
+	}
+	if overlapsAdvanced(host) {
+		return true
+	}
+	if !strings.HasPrefix(host, "*") {
+		return false // an exact host is reached only through its own basic rules
+	}
+	for h, catchAll := range hosts {
+		if h != host && hostCovers(host, h) && (!catchAll || overlapsAdvanced(h)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostCovers reports whether a route on wildcard host w matches requests for the hosts of route
+// host h: "*" covers every other host; "*.s" covers the exact hosts one label under s.
+func hostCovers(w, h string) bool {
+	if w == "*" {
+		return h != "*"
+	}
+	suffix := w[1:] // ".s"
+	return !strings.HasPrefix(h, "*") && strings.HasSuffix(h, suffix) && !strings.Contains(strings.TrimSuffix(h, suffix), ".")
+}
+
+// pathsOverlap reports whether some request path matches both BFE path patterns ("/a/*" element
+// prefix, "/a" exact).
+func pathsOverlap(a, b string) bool {
+	pa, pb := strings.HasSuffix(a, "*"), strings.HasSuffix(b, "*")
+	switch {
+	case pa && pb:
+		ba, bb := strings.TrimSuffix(a, "/*"), strings.TrimSuffix(b, "/*")
+		return elementPrefix(ba, bb) || elementPrefix(bb, ba)
+	case pa:
+		return elementPrefix(strings.TrimSuffix(a, "/*"), b)
+	case pb:
+		return elementPrefix(strings.TrimSuffix(b, "/*"), a)
+	}
+	return a == b
+}
+
+// elementPrefix reports whether base (without a trailing "/") is an element prefix of p.
+func elementPrefix(base, p string) bool {
+	return base == "" || p == base || strings.HasPrefix(p, base+"/")
 }
 
 func moreSpecific(a, b *LBState) bool {
@@ -288,11 +367,19 @@ func matchPriority(lb *LoadBalancer) int {
 }
 
 // condition renders a LoadBalancer's route as a BFE condition expression. Product rules are consulted
-// for every request that reaches ADVANCED_MODE, so the expression repeats host and path.
+// for every request that reaches ADVANCED_MODE or misses the basic rules, so the expression repeats
+// host and path. "*.suffix" matches one label, like BFE's basic rules (BFE's condition primitives see
+// the Host without its port).
 func condition(lb *LoadBalancer) string {
 	var parts []string
-	if lb.Host != "*" {
-		parts = append(parts, "req_host_in("+bfeconf.Quote(strings.ToLower(lb.Host))+")")
+	switch host := strings.ToLower(lb.Host); {
+	case host == "*":
+	case strings.HasPrefix(host, "*."):
+		// No backslashes: BFE keeps them literally in condition strings. Hostnames are letters,
+		// digits, "-" and "_" (lbSpec validation), so "[.]" is the only escaping needed.
+		parts = append(parts, "req_host_regmatch("+bfeconf.Quote(`(?i)^[^.]+`+strings.ReplaceAll(host[1:], ".", "[.]")+`$`)+")")
+	default:
+		parts = append(parts, "req_host_in("+bfeconf.Quote(host)+")")
 	}
 	switch {
 	case lb.Path == "/*":

@@ -123,3 +123,110 @@ func runBackendChanges(b *testing.B, maxBatch int) (int64, float64) {
 	b.Logf("maxBatch=%d: %d changes, %d applies, %.2fs until all answered", maxBatch, benchExisting+benchAdded, applies, elapsed)
 	return applies, elapsed
 }
+
+// BenchmarkPoisonedBatch sends 1,000 concurrent backend registrations through the frontend, one of
+// which the device refuses (weight 99: 406 Wrong input), and measures the applies and the time
+// until the 999 good ones are committed. Callers behave as LBCF does: a failed change is sent again
+// after a retry delay (scaled down from LBCF's 10s), for up to benchRounds rounds; the poisoned one
+// is retried too ("poison retried") or dropped after its first failure ("poison dropped", the most
+// favourable case for the old code). "legacy" is the behaviour before issue 14.3: any error of one
+// change failed its whole batch.
+//
+//	go test ./elb/radware -run '^$' -bench PoisonedBatch -benchtime 1x
+func BenchmarkPoisonedBatch(b *testing.B) {
+	for _, mode := range []struct {
+		name       string
+		legacy     bool
+		dropPoison bool
+	}{
+		{"isolated/poison-retried", false, false},
+		{"legacy/poison-retried", true, false},
+		{"legacy/poison-dropped", true, true},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			var applies, seconds, good float64
+			for i := 0; i < b.N; i++ {
+				r := runPoisonedBatch(b, mode.legacy, mode.dropPoison)
+				applies += float64(r.applies)
+				seconds += r.seconds
+				good += float64(r.good)
+			}
+			b.ReportMetric(applies/float64(b.N), "applies/op")
+			b.ReportMetric(seconds/float64(b.N), "s-to-programmed/op")
+			b.ReportMetric(good/float64(b.N), "good-committed/op")
+		})
+	}
+}
+
+const (
+	benchChanges    = 1000
+	benchRounds     = 5
+	benchRetryDelay = 100 * time.Millisecond
+)
+
+type poisonResult struct {
+	applies int64
+	seconds float64
+	good    int
+}
+
+func runPoisonedBatch(b *testing.B, legacy, dropPoison bool) poisonResult {
+	b.StopTimer()
+	e := newTestEnv(b, envOptions{
+		sim:      alteonsim.Options{ApplyDuration: 10 * time.Millisecond, SaveDuration: 2 * time.Millisecond, SyncDuration: 5 * time.Millisecond},
+		frontend: FrontendOptions{Window: 20 * time.Millisecond},
+	})
+	e.fe.legacyBatchFailure = legacy
+	ctx := context.Background()
+	lb, err := ParseLoadBalancer(lbSpec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lb.Owner = "lbfed"
+	if err := e.fe.EnsureLoadBalancer(ctx, lb); err != nil {
+		b.Fatal(err)
+	}
+	const poisoned = benchChanges / 2
+	before := e.sim.A.Applies()
+	b.StartTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var good int
+	var last time.Time
+	for i := 0; i < benchChanges; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			be := benchBackend(i)
+			if i == poisoned {
+				be.Weight = 99
+			}
+			for round := 0; round < benchRounds; round++ {
+				if round > 0 {
+					time.Sleep(benchRetryDelay)
+				}
+				if err := e.fe.EnsureBackend(ctx, lb, be); err == nil {
+					if i != poisoned {
+						mu.Lock()
+						good++
+						last = time.Now()
+						mu.Unlock()
+					}
+					return
+				}
+				if i == poisoned && dropPoison {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	r := poisonResult{applies: e.sim.A.Applies() - before, good: good, seconds: time.Since(start).Seconds()}
+	if good == benchChanges-1 {
+		r.seconds = last.Sub(start).Seconds()
+	}
+	b.Logf("legacy=%v dropPoison=%v: %d/%d good changes committed, %d applies, %.2fs", legacy, dropPoison, good, benchChanges-1, r.applies, r.seconds)
+	return r
+}

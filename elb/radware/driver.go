@@ -19,8 +19,8 @@ import (
 // DriverOptions configure a Driver.
 type DriverOptions struct {
 	Frontend *Frontend
-	// Owner marks the device objects the driver creates (default "lbfed"); objects with another
-	// owner are never changed or deleted.
+	// Owner marks the device objects the driver creates (default "lbfed"), followed by "/" and the
+	// LBCF LoadBalancer's UID; objects with another mark are never changed or deleted.
 	Owner string
 	// RetryDelaySeconds is the minRetryDelayInSeconds of Fail answers (default 10).
 	RetryDelaySeconds int32
@@ -30,8 +30,10 @@ type DriverOptions struct {
 // Driver serves the LBCF driver webhooks for an Alteon pair.
 //
 // lbSpec: vip, port, protocol (TCP|UDP), method (rr|lc|hash), healthCheck (tcp|udp|icmp|http|none).
-// createLoadBalancer creates one group, one virtual server and its service 1 bound to the group;
-// lbInfo is the canonical spec plus the virtual server id. ensureBackend adds a real server
+// validateLoadBalancer denies a VIP:port/protocol the device already serves, naming its owner.
+// createLoadBalancer creates one group, one virtual server and its service 1 bound to the group,
+// marked <owner>/<LoadBalancer UID> (from the recordID); lbInfo is the canonical spec plus the
+// virtual server id and the UID. ensureBackend adds a real server
 // (weight from parameters.weight, 1..48) and its group membership; deregisterBackend drains it
 // (shutdown-connection, answering Running until the drain period ends) and then removes it;
 // deleteLoadBalancer removes what the driver created and nothing else. Backend parameters other
@@ -63,8 +65,26 @@ func NewDriver(opts DriverOptions) (*Driver, error) {
 
 func (d *Driver) parseLB(spec map[string]string) (LoadBalancer, error) {
 	lb, err := ParseLoadBalancer(spec)
-	lb.Owner = d.opts.Owner
+	d.setOwner(&lb)
 	return lb, err
+}
+
+// setOwner marks the load balancer's objects with the driver's owner and the LoadBalancer's UID
+// (just the driver's owner for load balancers created before marks carried the UID).
+func (d *Driver) setOwner(lb *LoadBalancer) {
+	lb.Owner = d.opts.Owner
+	if lb.UID != "" {
+		lb.Owner += "/" + lb.UID
+	}
+}
+
+// uidOf returns the object UID of a recordID "<webhook>(<uid>)".
+func uidOf(recordID string) string {
+	open, end := strings.LastIndexByte(recordID, '('), len(recordID)-1
+	if open < 0 || end <= open+1 || recordID[end] != ')' {
+		return ""
+	}
+	return recordID[open+1 : end]
 }
 
 func (d *Driver) fail(err error) driver.ResponseForFailRetryHooks {
@@ -92,13 +112,28 @@ func (d *Driver) Healthz(ctx context.Context, _ *driver.HealthzRequest) (*driver
 	return &driver.HealthzResponse{Healthy: err == nil}, nil
 }
 
-// ValidateLoadBalancer checks lbSpec; attributes are not used and must be empty.
-func (d *Driver) ValidateLoadBalancer(_ context.Context, r *driver.ValidateLoadBalancerRequest) (*driver.ValidateLoadBalancerResponse, error) {
-	if _, err := ParseLoadBalancer(r.LBSpec); err != nil {
+// ValidateLoadBalancer checks lbSpec; attributes are not used and must be empty. A new load
+// balancer whose VIP:port/protocol the device already serves (for another LoadBalancer of this
+// driver or anyone else) is denied, naming the owner mark found on the device. When the device
+// cannot be asked the check is left to createLoadBalancer, which refuses objects of another owner.
+func (d *Driver) ValidateLoadBalancer(ctx context.Context, r *driver.ValidateLoadBalancerRequest) (*driver.ValidateLoadBalancerResponse, error) {
+	lb, err := ParseLoadBalancer(r.LBSpec)
+	if err != nil {
 		return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Deny(err.Error())}, nil
 	}
 	if err := checkAttributes(r.Attributes); err != nil {
 		return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Deny(err.Error())}, nil
+	}
+	if r.Operation == driver.OperationCreate {
+		vs, owner, found, err := d.fe.ServedBy(ctx, lb)
+		switch {
+		case err != nil:
+			d.log.Info("cannot check on the Alteon whether the VIP is free; createLoadBalancer will", "loadBalancer", lb.String(), "err", err.Error())
+		case found:
+			return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Deny(fmt.Sprintf(
+				"%s is already served on the Alteon by virtual server %s, owned by %q: one LoadBalancer per VIP:port/protocol (delete that one first)",
+				lb, vs, owner))}, nil
+		}
 	}
 	return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Allow()}, nil
 }
@@ -117,10 +152,12 @@ func checkAttributes(attrs map[string]string) error {
 
 // CreateLoadBalancer creates the group, virtual server and service; calling it again is harmless.
 func (d *Driver) CreateLoadBalancer(ctx context.Context, r *driver.CreateLoadBalancerRequest) (*driver.CreateLoadBalancerResponse, error) {
-	lb, err := d.parseLB(r.LBSpec)
+	lb, err := ParseLoadBalancer(r.LBSpec)
 	if err != nil {
 		return &driver.CreateLoadBalancerResponse{ResponseForFailRetryHooks: driver.Fail(err.Error(), 0)}, nil
 	}
+	lb.UID = uidOf(r.RecordID)
+	d.setOwner(&lb)
 	if r.DryRun {
 		return &driver.CreateLoadBalancerResponse{ResponseForFailRetryHooks: dryRun(), LBInfo: lb.Info()}, nil
 	}

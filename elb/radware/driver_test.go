@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http/httptest"
 	"strconv"
@@ -484,4 +485,109 @@ func TestTrafficThroughTheVIP(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rsp.Status).To(Equal(driver.StatusSucc))
 	g.Expect(dialName(vip)).To(BeEmpty(), "the VIP is gone")
+}
+
+// TestHealthAsksTheDevice reproduces issue 14.4: with one unit, Master returned it without asking,
+// so healthz (and with it LBCF's driver_healthy and elb-controller's readiness) said healthy while
+// the device was down.
+func TestHealthAsksTheDevice(t *testing.T) {
+	single := func(t *testing.T) (*alteonsim.Device, *Frontend) {
+		d := alteonsim.New(alteonsim.Options{})
+		url, err := d.Start("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", RetryDelay: time.Millisecond, Attempts: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := alteon.NewPair(alteon.PairOptions{}, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe, err := NewFrontend(FrontendOptions{Pair: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, fe
+	}
+	for _, tt := range []struct {
+		name    string
+		setup   func(t *testing.T) *Frontend
+		healthy bool
+	}{
+		{"single unit up", func(t *testing.T) *Frontend { _, fe := single(t); return fe }, true},
+		{"single unit down", func(t *testing.T) *Frontend { d, fe := single(t); _ = d.Close(); return fe }, false},
+		{"pair with a master", func(t *testing.T) *Frontend { return newTestEnv(t, envOptions{}).fe }, true},
+		{"pair, master down", func(t *testing.T) *Frontend { e := newTestEnv(t, envOptions{}); _ = e.sim.A.Close(); return e.fe }, false},
+		{"pair, both down", func(t *testing.T) *Frontend { e := newTestEnv(t, envOptions{}); _ = e.sim.Close(); return e.fe }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			fe := tt.setup(t)
+			drv, err := NewDriver(DriverOptions{Frontend: fe})
+			g.Expect(err).NotTo(HaveOccurred())
+			h, err := drv.Healthz(testCtx(t), &driver.HealthzRequest{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(h.Healthy).To(Equal(tt.healthy))
+			if tt.healthy {
+				g.Expect(fe.Healthy(testCtx(t))).To(Succeed())
+			} else {
+				g.Expect(fe.Healthy(testCtx(t))).To(HaveOccurred())
+			}
+		})
+	}
+}
+
+// TestSameVIPPortIsRefused reproduces issue 14.7: two LoadBalancers with the same VIP:port shared
+// one set of device objects without warning, and deleting one removed them for both. The second is
+// now refused at validation, naming the owner, also after a driver restart (the owners come from
+// the marks on the device); and a create that got past validation (a race) is refused too.
+func TestSameVIPPortIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{})
+	ctx := testCtx(t)
+	validate := func(drv *Driver) *driver.ValidateLoadBalancerResponse {
+		rsp, err := drv.ValidateLoadBalancer(ctx, &driver.ValidateLoadBalancerRequest{LBSpec: lbSpec, Operation: driver.OperationCreate})
+		g.Expect(err).NotTo(HaveOccurred())
+		return rsp
+	}
+	create := func(uid string) *driver.CreateLoadBalancerResponse {
+		rsp, err := e.drv.CreateLoadBalancer(ctx, &driver.CreateLoadBalancerRequest{
+			RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.CreateLoadBalancer, uid)}, LBSpec: lbSpec})
+		g.Expect(err).NotTo(HaveOccurred())
+		return rsp
+	}
+	g.Expect(validate(e.drv).Succ).To(BeTrue(), "the first is allowed")
+	first := create("uid-1")
+	g.Expect(first.Status).To(Equal(driver.StatusSucc))
+	id := first.LBInfo[KeyVirtualServer]
+
+	second := validate(e.drv)
+	g.Expect(second.Succ).To(BeFalse(), "the second is refused")
+	g.Expect(second.Msg).To(And(ContainSubstring("192.0.2.10:80/TCP"), ContainSubstring("uid-1"), ContainSubstring(id)))
+
+	// Past validation (two creates racing): the create is refused, the first keeps its objects.
+	raced := create("uid-2")
+	g.Expect(raced.Status).To(Equal(driver.StatusFail))
+	g.Expect(raced.Msg).To(ContainSubstring("uid-1"))
+	info2 := maps.Clone(first.LBInfo)
+	info2[KeyLoadBalancerUID] = "uid-2"
+	del, err := e.drv.DeleteLoadBalancer(ctx, &driver.DeleteLoadBalancerRequest{LBInfo: info2})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(del.Status).To(Equal(driver.StatusSucc))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(Equal([]string{id}), "deleting the second leaves the first's objects")
+
+	// A restarted driver knows the owner from the device.
+	drv2, err := NewDriver(DriverOptions{Frontend: e.fe})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(validate(drv2).Msg).To(ContainSubstring("uid-1"))
+
+	// Once the first is deleted, the address is free again.
+	del, err = e.drv.DeleteLoadBalancer(ctx, &driver.DeleteLoadBalancerRequest{LBInfo: first.LBInfo})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(del.Status).To(Equal(driver.StatusSucc))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(BeEmpty())
+	g.Expect(validate(e.drv).Succ).To(BeTrue())
 }

@@ -28,9 +28,12 @@ type Flags struct {
 	Sync         string
 	PollInterval time.Duration
 	ApplyTimeout time.Duration
-	Window       time.Duration
-	DrainPeriod  time.Duration
-	ProxyIPMode  int
+	ForeignWait  time.Duration
+	// RevertForeign discards other writers' pending edits (alteon.PairOptions.RevertForeign).
+	RevertForeign bool
+	Window        time.Duration
+	DrainPeriod   time.Duration
+	ProxyIPMode   int
 }
 
 // Register adds the flags to fs.
@@ -43,6 +46,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Sync, "alteon-sync", "explicit", "how the backup unit gets the configuration: explicit (sync after every commit), auto (the pair syncs itself) or none")
 	fs.DurationVar(&f.PollInterval, "alteon-poll-interval", 200*time.Millisecond, "apply/save/sync status polling period")
 	fs.DurationVar(&f.ApplyTimeout, "alteon-apply-timeout", 3*time.Minute, "longest wait for one apply")
+	fs.DurationVar(&f.ForeignWait, "alteon-foreign-wait", 20*time.Second, "how long a transaction waits for configuration another writer left pending on the master to be applied or reverted before it fails (it is never discarded)")
+	fs.BoolVar(&f.RevertForeign, "alteon-revert-foreign-edits", false, "discard configuration pending on the master that is not this process's before each transaction (only for a pair nothing else edits, e.g. after a crash mid-transaction)")
 	fs.DurationVar(&f.Window, "radware-commit-window", 50*time.Millisecond, "how long a change waits for others to share its apply and save")
 	fs.DurationVar(&f.DrainPeriod, "radware-drain-period", 30*time.Second, "how long a removed backend stays in shutdown-connection before it is deleted (0: at once)")
 	fs.IntVar(&f.ProxyIPMode, "radware-proxy-ip-mode", 0, "ProxyIpMode of the virtual services: 0 ingress, 1 egress, 2 address, 3 nwclss, 4 disable")
@@ -89,24 +94,25 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 	if f.ProxyIPMode < 0 || f.ProxyIPMode > 4 {
 		return nil, fmt.Errorf("--radware-proxy-ip-mode must be 0..4, not %d", f.ProxyIPMode)
 	}
+	var metrics *Metrics
+	if reg != nil {
+		metrics = NewMetrics(reg)
+	}
 	// One client and transport for both units, so connections are reused across requests.
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 	var units []*alteon.Client
 	for _, u := range urls {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: f.User, Password: password, HTTPClient: hc, Logger: log.WithName("alteon")})
+		c, err := alteon.NewClient(alteon.Config{URL: u, User: f.User, Password: password, HTTPClient: hc, Logger: log.WithName("alteon"), OnRequest: metrics.Request})
 		if err != nil {
 			return nil, err
 		}
 		units = append(units, c)
 	}
-	pair, err := alteon.NewPair(alteon.PairOptions{Sync: mode, PollInterval: f.PollInterval, ApplyTimeout: f.ApplyTimeout, Logger: log.WithName("pair")}, units...)
+	pair, err := alteon.NewPair(alteon.PairOptions{Sync: mode, PollInterval: f.PollInterval, ApplyTimeout: f.ApplyTimeout,
+		ForeignWait: f.ForeignWait, RevertForeign: f.RevertForeign, Logger: log.WithName("pair"), OnRole: metrics.Role}, units...)
 	if err != nil {
 		return nil, err
-	}
-	var metrics *Metrics
-	if reg != nil {
-		metrics = NewMetrics(reg)
 	}
 	return NewFrontend(FrontendOptions{
 		Pair: pair, Window: f.Window, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode,

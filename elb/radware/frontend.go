@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,11 @@ type FrontendOptions struct {
 	// ProxyIPMode is the virtual services' ProxyIpMode: ingress(0, device default), egress(1),
 	// address(2), nwclss(3), disable(4).
 	ProxyIPMode int
-	// Metrics records commits (nil: none).
+	// SettleInterval is the period of the check that finishes owed saves and syncs when no change
+	// comes along to do it (Run; default 30s).
+	SettleInterval time.Duration
+	// Metrics records commits and the pair's owed work (nil: none). Device calls and HA roles are
+	// recorded when the clients and the pair report to it (Metrics.Request, Metrics.Role).
 	Metrics *Metrics
 	Logger  logr.Logger
 }
@@ -50,6 +56,10 @@ type Frontend struct {
 
 	drainMu sync.Mutex
 	drains  map[string]time.Time // real server id -> when its drain started
+
+	// legacyBatchFailure restores the old behaviour in which any error of one change failed its
+	// whole batch (the benchmark's baseline for batch isolation).
+	legacyBatchFailure bool
 }
 
 // NewFrontend returns a Frontend.
@@ -63,10 +73,34 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 5 * time.Minute
 	}
+	if opts.SettleInterval <= 0 {
+		opts.SettleInterval = 30 * time.Second
+	}
+	opts.Metrics.watchPair(opts.Pair)
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
 	return &Frontend{opts: opts, log: opts.Logger, drains: map[string]time.Time{}}, nil
+}
+
+// Run finishes owed work periodically until ctx ends: a save that failed or an apply that timed
+// out leaves the change live but unsaved and unsynced, and without a later change nothing else
+// would save and sync it before a reboot or failover loses it.
+func (f *Frontend) Run(ctx context.Context) error {
+	t := time.NewTicker(f.opts.SettleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		sctx, cancel := context.WithTimeout(ctx, f.opts.CommitTimeout)
+		if err := f.opts.Pair.Settle(sctx); err != nil && ctx.Err() == nil {
+			f.log.Error(err, "finishing owed Alteon save/sync failed; trying again later", "owed", f.opts.Pair.Owed())
+		}
+		cancel()
+	}
 }
 
 // Pair returns the Alteon pair.
@@ -143,52 +177,116 @@ func (f *Frontend) drain() {
 // preloadAt is the batch size from which whole tables are read up front instead of row by row.
 const preloadAt = 16
 
-// commit runs a batch in one transaction. A failed apply is bisected so that one bad change does
-// not fail the others.
+// errIsolated aborts a transaction in which one change failed on its own account; the change is
+// taken out of the batch and the rest runs again.
+var errIsolated = errors.New("a change of the batch failed; running the batch again without it")
+
+// ownFault reports an error that the device raised because of what one change wrote (a column it
+// refuses, a missing row), as opposed to the unit or the link failing: such a change fails alone.
+func ownFault(err error) bool {
+	var ae *alteon.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.HTTPStatus {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	case http.StatusNotAcceptable:
+		// With testErr a column was refused; without, the device was busy (an apply running).
+		return ae.TestErr != ""
+	}
+	return ae.HTTPStatus >= 400 && ae.HTTPStatus < 500
+}
+
+// IsRefusedByDevice reports an error that is the change's own: the device refused what it wrote
+// (a 406 on a write, an apply that failed over it). Retrying the same change cannot help; any other
+// error (the device unreachable, no master, another writer's edits pending) may pass.
+func IsRefusedByDevice(err error) bool {
+	var ae *alteon.ApplyError
+	return errors.As(err, &ae) || ownFault(err)
+}
+
+// commit runs a batch in one transaction. A change the device refuses (ownFault) fails alone with
+// the device's message: when none of its writes was accepted the transaction goes on without it,
+// otherwise (earlier writes of it are pending) the batch runs again without it. A failed apply (whose message does not
+// say which change caused it) is bisected. Either way one bad change does not fail the others.
 func (f *Frontend) commit(batch []*change) {
 	// The commit serves the whole batch, so it does not depend on any caller's context.
 	ctx, cancel := context.WithTimeout(context.Background(), f.opts.CommitTimeout)
 	defer cancel()
-	start := time.Now()
-	res, err := f.opts.Pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
-		if len(batch) >= preloadAt {
-			if err := tx.Preload(ctx, alteon.TableRealServer, alteon.TableRealServerPort); err != nil {
-				return err
-			}
-		}
-		for _, ch := range batch {
-			ch.err = nil
-			if err := ch.fn(ctx, tx); err != nil {
-				if IsRejected(err) {
-					ch.err = err
-					continue
+	for len(batch) > 0 {
+		start := time.Now()
+		var bad *change
+		res, err := f.opts.Pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+			bad = nil
+			if len(batch) >= preloadAt {
+				if err := tx.Preload(ctx, alteon.TableRealServer, alteon.TableRealServerPort); err != nil {
+					return err
 				}
-				return fmt.Errorf("%s: %w", ch.what, err)
 			}
+			for _, ch := range batch {
+				ch.err = nil
+				writes := tx.Writes()
+				if err := ch.fn(ctx, tx); err != nil {
+					if IsRejected(err) {
+						ch.err = err
+						continue
+					}
+					err = fmt.Errorf("%s: %w", ch.what, err)
+					if !ownFault(err) || f.legacyBatchFailure {
+						return err
+					}
+					ch.err = err
+					if tx.Writes() == writes {
+						// No write of it was accepted (a refused request changes nothing):
+						// it left nothing pending, so the others go on.
+						continue
+					}
+					bad = ch
+					return errIsolated
+				}
+			}
+			return nil
+		})
+		if bad != nil && errors.Is(err, errIsolated) {
+			f.opts.Metrics.commit(len(batch), res, bad.err, time.Since(start))
+			f.log.Info("the device refused a change; committing the rest of its batch without it", "change", bad.what, "changes", len(batch)-1, "err", bad.err.Error())
+			batch = without(batch, bad)
+			continue
 		}
-		return nil
-	})
-	var ae *alteon.ApplyError
-	if errors.As(err, &ae) && len(batch) > 1 {
-		f.log.Info("apply of a batch failed; committing its halves separately", "changes", len(batch), "err", err.Error())
+		var ae *alteon.ApplyError
+		if errors.As(err, &ae) && len(batch) > 1 {
+			f.log.Info("apply of a batch failed; committing its halves separately", "changes", len(batch), "err", err.Error())
+			f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
+			half := len(batch) / 2
+			f.commit(batch[:half])
+			f.commit(batch[half:])
+			return
+		}
 		f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
-		half := len(batch) / 2
-		f.commit(batch[:half])
-		f.commit(batch[half:])
-		return
-	}
-	f.opts.Metrics.commit(len(batch), res, err, time.Since(start))
-	if err != nil {
-		f.log.Error(err, "Alteon transaction failed", "changes", len(batch), "unit", res.Unit, "attempts", res.Attempts)
-		for _, ch := range batch {
-			if ch.err == nil {
-				ch.err = err
+		if err != nil {
+			f.log.Error(err, "Alteon transaction failed", "changes", len(batch), "unit", res.Unit, "attempts", res.Attempts)
+			for _, ch := range batch {
+				if ch.err == nil {
+					ch.err = err
+				}
 			}
+			return
 		}
+		f.log.V(1).Info("Alteon transaction committed", "changes", len(batch), "unit", res.Unit, "writes", res.Writes,
+			"committed", res.Committed, "attempts", res.Attempts, "duration", time.Since(start))
 		return
 	}
-	f.log.V(1).Info("Alteon transaction committed", "changes", len(batch), "unit", res.Unit, "writes", res.Writes,
-		"committed", res.Committed, "attempts", res.Attempts, "duration", time.Since(start))
+}
+
+func without(batch []*change, bad *change) []*change {
+	out := make([]*change, 0, len(batch)-1)
+	for _, ch := range batch {
+		if ch != bad {
+			out = append(out, ch)
+		}
+	}
+	return out
 }
 
 // --- drain bookkeeping ---
@@ -231,6 +329,7 @@ func (f *Frontend) drainRemaining(rs string, now time.Time) (time.Duration, bool
 
 // EnsureLoadBalancer creates or repairs the load balancer's group, virtual server and service.
 func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) error {
+	lb = lb.marked()
 	return f.submit(ctx, "ensure load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		if err := f.checkLB(ctx, tx, lb); err != nil {
 			return err
@@ -242,6 +341,7 @@ func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) erro
 // DeleteLoadBalancer removes everything the load balancer created (service, virtual server,
 // group, its real servers) and nothing else. Deleting a missing load balancer succeeds.
 func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) error {
+	lb = lb.marked()
 	return f.submit(ctx, "delete load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		return f.deleteLB(ctx, tx, lb.ID(), lb.Owner)
 	})
@@ -250,6 +350,7 @@ func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) erro
 // EnsureBackend adds or updates a backend of an existing load balancer (enabling it again if it
 // was draining).
 func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend) error {
+	lb = lb.marked()
 	return f.submit(ctx, "ensure backend "+b.String()+" of "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		if err := f.checkExists(ctx, tx, lb); err != nil {
 			return err
@@ -265,6 +366,7 @@ func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend
 // passed. It returns how long to wait before calling again while the drain runs, 0 when the
 // backend is gone. Deregistering an unknown backend, or from a missing load balancer, succeeds.
 func (f *Frontend) DeregisterBackend(ctx context.Context, lb LoadBalancer, b Backend) (time.Duration, error) {
+	lb = lb.marked()
 	rs := lb.realServerID(b)
 	if left, ok := f.drainRemaining(rs, time.Now()); ok && left > 0 {
 		return left, nil // still draining: nothing to tell the device
@@ -293,6 +395,7 @@ func (r *SyncResult) wait(d time.Duration) {
 // Sync makes the load balancer serve exactly backends: it ensures the load balancer and every
 // backend, and drains then removes any other member.
 func (f *Frontend) Sync(ctx context.Context, lb LoadBalancer, backends []Backend) (SyncResult, error) {
+	lb = lb.marked()
 	var res SyncResult
 	err := f.submit(ctx, "sync load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		res = SyncResult{}
@@ -314,6 +417,11 @@ type Desired struct {
 // owner: each is synced as by Sync, and every other load balancer of owner is deleted. All of
 // them must carry owner. Nothing is written when any of them is refused.
 func (f *Frontend) SyncOwner(ctx context.Context, owner string, desired []Desired) (SyncResult, error) {
+	owner = Mark(owner)
+	desired = slices.Clone(desired)
+	for i := range desired {
+		desired[i].LoadBalancer = desired[i].LoadBalancer.marked()
+	}
 	var res SyncResult
 	err := f.submit(ctx, "sync load balancers of "+owner, func(ctx context.Context, tx *alteon.Tx) error {
 		res = SyncResult{}
@@ -343,15 +451,44 @@ func (f *Frontend) SyncOwner(ctx context.Context, owner string, desired []Desire
 
 // DeleteOwner removes every load balancer marked with owner, and its real servers.
 func (f *Frontend) DeleteOwner(ctx context.Context, owner string) error {
+	owner = Mark(owner)
 	return f.submit(ctx, "delete load balancers of "+owner, func(ctx context.Context, tx *alteon.Tx) error {
 		return f.deleteOwned(ctx, tx, owner, nil)
 	})
 }
 
-// Healthy checks that a master answers.
+// Healthy asks the device whether changes can be committed: a unit answers as master (with a
+// single unit: it answers).
 func (f *Frontend) Healthy(ctx context.Context) error {
-	_, err := f.opts.Pair.Master(ctx)
-	return err
+	return f.opts.Pair.Check(ctx)
+}
+
+// ServedBy finds the virtual server that serves the load balancer's VIP:port/protocol on the
+// master, and its owner mark. It only reads.
+func (f *Frontend) ServedBy(ctx context.Context, lb LoadBalancer) (vs, owner string, found bool, err error) {
+	err = f.opts.Pair.Read(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+		all, err := tx.VirtualServers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, v := range all {
+			if v.IP != lb.VIP.String() {
+				continue
+			}
+			svcs, err := tx.VirtualServices(ctx, v.Index)
+			if err != nil {
+				return err
+			}
+			for _, s := range svcs {
+				if s.VirtPort == lb.Port && overlaps(s.Balance, lb.balance()) {
+					vs, owner, found = v.Index, v.Name, true
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return vs, owner, found, err
 }
 
 // --- transaction steps (inside Pair.Do) ---

@@ -1,11 +1,14 @@
 package radware
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -20,6 +23,10 @@ const (
 	KeyHealthCheck = "healthCheck"
 	// KeyVirtualServer is added to lbInfo: the device object id, for people reading the status.
 	KeyVirtualServer = "virtualServer"
+	// KeyLoadBalancerUID is added to lbInfo: the UID of the LBCF LoadBalancer that created the
+	// device objects, part of their owner mark (<driver owner>/<uid>), so that another
+	// LoadBalancer with the same VIP:port is refused instead of sharing (and deleting) them.
+	KeyLoadBalancerUID = "loadBalancerUID"
 )
 
 // Methods (lbSpec "method", Service annotation lb.zdns.cn/method) and their group metrics.
@@ -45,6 +52,35 @@ type LoadBalancer struct {
 	Owner string
 	// Prefix starts every device id of the load balancer (default "lbfed").
 	Prefix string
+	// UID is the LBCF LoadBalancer's UID (driver only; empty for load balancers created before
+	// owner marks carried it, and for Services).
+	UID string
+}
+
+// MaxMarkLen is the longest owner mark written: the device's shortest name column that carries one
+// (virtual server Vname, SIZE(0..128) in the MIB; group and real server names take 255).
+const MaxMarkLen = 128
+
+// Mark is the owner mark written for owner: owner itself when it fits MaxMarkLen, else its start
+// and a hash of all of it (so that two long owners sharing a start stay apart), always the same
+// for the same owner.
+func Mark(owner string) string {
+	if len(owner) <= MaxMarkLen {
+		return owner
+	}
+	sum := sha256.Sum256([]byte(owner))
+	suffix := "~" + hex.EncodeToString(sum[:8])
+	head := owner[:MaxMarkLen-len(suffix)]
+	for !utf8.ValidString(head) { // do not cut a character in two
+		head = head[:len(head)-1]
+	}
+	return head + suffix
+}
+
+// marked returns lb with its Owner as written on the device.
+func (lb LoadBalancer) marked() LoadBalancer {
+	lb.Owner = Mark(lb.Owner)
+	return lb
 }
 
 // ID is the index of the load balancer's virtual server and group:
@@ -88,22 +124,26 @@ func (lb LoadBalancer) Info() map[string]string {
 	if hc == "" {
 		hc = "none"
 	}
-	return map[string]string{
+	info := map[string]string{
 		KeyVIP: lb.VIP.String(), KeyPort: strconv.Itoa(lb.Port), KeyProtocol: lb.Protocol,
 		KeyMethod: lb.Method, KeyHealthCheck: hc, KeyVirtualServer: lb.ID(),
 	}
+	if lb.UID != "" {
+		info[KeyLoadBalancerUID] = lb.UID
+	}
+	return info
 }
 
 // ParseLoadBalancer reads an lbSpec or lbInfo: vip (IPv4, required), port (1 or 9..65534,
 // required), protocol (TCP or UDP, default TCP), method (rr, lc or hash, default rr) and
 // healthCheck (tcp, udp, icmp, http or none; default tcp for TCP, udp for UDP). Unknown keys are
-// refused, except KeyVirtualServer (present in lbInfo).
+// refused, except KeyVirtualServer and KeyLoadBalancerUID (present in lbInfo).
 func ParseLoadBalancer(spec map[string]string) (LoadBalancer, error) {
 	var lb LoadBalancer
 	var unknown []string
 	for k := range spec {
 		switch k {
-		case KeyVIP, KeyPort, KeyProtocol, KeyMethod, KeyHealthCheck, KeyVirtualServer:
+		case KeyVIP, KeyPort, KeyProtocol, KeyMethod, KeyHealthCheck, KeyVirtualServer, KeyLoadBalancerUID:
 		default:
 			unknown = append(unknown, k)
 		}
@@ -117,6 +157,7 @@ func ParseLoadBalancer(spec map[string]string) (LoadBalancer, error) {
 		return lb, fmt.Errorf("lbSpec vip %q: must be an IPv4 address", spec[KeyVIP])
 	}
 	lb.VIP = vip
+	lb.UID = strings.TrimSpace(spec[KeyLoadBalancerUID])
 	port, err := strconv.Atoi(strings.TrimSpace(spec[KeyPort]))
 	if err != nil || !(port == 1 || (port >= 9 && port <= 65534)) {
 		return lb, fmt.Errorf("lbSpec port %q: must be 9..65534 (or 1 for an IP service)", spec[KeyPort])

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/lbfed/lbfed/elb/radware"
+	"github.com/lbfed/lbfed/elb/radware/alteon"
 )
 
 // Frontend programs the Alteon; *radware.Frontend implements it.
@@ -45,11 +46,14 @@ type Options struct {
 	// ClaimUnclassed also claims Services without a loadBalancerClass that carry AnnotationVIP
 	// (zdnscloud/elb-controller's behaviour).
 	ClaimUnclassed bool
-	// MaxRetries is how many consecutive failures of one Service are retried with backoff before
-	// the controller gives up (with a Warning event) until the Service, its endpoints or the nodes
-	// change, or ResyncPeriod passes (default 5, as the original, which then dropped the task).
+	// MaxRetries is how many consecutive times the device may refuse one Service's change (a
+	// rejected write, a failed apply) before the controller gives up (with a Warning event) until
+	// the Service, its endpoints or the nodes change, or ResyncPeriod passes (default 5). Failures of
+	// the device itself (unreachable, no master, another writer's pending edits) are retried with
+	// capped backoff for as long as they last: a change made during an HA incident is applied as
+	// soon as the pair is back.
 	MaxRetries int
-	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff (defaults 1s, 2m).
+	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff (defaults 1s, 30s).
 	RetryBaseDelay, RetryMaxDelay time.Duration
 	// MaxConcurrentReconciles lets several Services reconcile at once; their Alteon changes share
 	// transactions (default 4).
@@ -80,6 +84,9 @@ const (
 	ReasonFailed    = "SyncLoadBalancerFailed"
 	ReasonGaveUp    = "SyncLoadBalancerGaveUp"
 	ReasonNoBackend = "NoBackends"
+	// ReasonForeignEdits: another writer's configuration is pending on the Alteon master; nothing
+	// is committed until it is applied or reverted (one writer per pair).
+	ReasonForeignEdits = "ForeignAlteonEdits"
 )
 
 // SetupWithManager builds the controller: it watches Services, their EndpointSlices (for
@@ -101,7 +108,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.RetryBaseDelay = time.Second
 	}
 	if opts.RetryMaxDelay <= 0 {
-		opts.RetryMaxDelay = 2 * time.Minute
+		opts.RetryMaxDelay = 30 * time.Second
 	}
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
@@ -294,6 +301,17 @@ func (r *Reconciler) failed(ctx context.Context, svc *corev1.Service, action str
 	r.failures[key]++
 	n := r.failures[key]
 	r.mu.Unlock()
+	if errors.Is(err, alteon.ErrForeignPending) {
+		r.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonForeignEdits, action, "attempt %d: %v", n, err)
+		return reconcile.Result{}, err
+	}
+	if !radware.IsRefusedByDevice(err) {
+		// The device (or the way to it) fails, not this change: keep trying, with the rate
+		// limiter's capped backoff, for as long as the incident lasts.
+		r.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonFailed, action,
+			"attempt %d (retrying while the Alteon is unavailable, at most %s apart): %v", n, r.opts.RetryMaxDelay, err)
+		return reconcile.Result{}, err
+	}
 	if n > r.opts.MaxRetries {
 		r.opts.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, ReasonGaveUp, action,
 			"giving up after %d attempts until the Service, its endpoints or the nodes change: %v", n, err)

@@ -100,7 +100,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		e.g.Expect(err).NotTo(HaveOccurred())
 		units = append(units, cl)
 	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 2 * time.Millisecond, ApplyTimeout: 5 * time.Second}, units...)
+	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 2 * time.Millisecond, ApplyTimeout: 5 * time.Second, ForeignWait: 50 * time.Millisecond}, units...)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair, Window: 5 * time.Millisecond, DrainPeriod: o.drain})
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -484,6 +484,46 @@ func TestApplyFailureRetriesThenGivesUp(t *testing.T) {
 	e.sim.A.ClearFaults()
 	e.update("web2", func(s *corev1.Service) { s.Annotations[servicelb.AnnotationMethod] = "lc" })
 	g.Eventually(e.ingressIP("web2")).WithTimeout(20 * time.Second).Should(Equal(vip2))
+}
+
+// TestDeviceOutageIsRetriedUntilItEnds reproduces issue 14.6: during an outage of the pair (here no
+// unit is master) the controller gave up on a Service after MaxRetries (≈30s with the defaults) until
+// the 10-minute resync, so changes made during an HA incident stayed unapplied for minutes. Device
+// unavailability is now retried with capped backoff for as long as it lasts.
+func TestDeviceOutageIsRetriedUntilItEnds(t *testing.T) {
+	e := newEnv(t, envOptions{maxRetries: 2})
+	g := e.g
+	e.sim.SetRoles(alteonsim.RoleBackup, alteonsim.RoleBackup)
+	vip, port := e.vip()
+	e.service("web", vip, port)
+	// Well past MaxRetries (each reconcile reads the roles at most 3 times: 9 reads in the
+	// attempts MaxRetries allows), and no giving up.
+	g.Eventually(e.events("web")).WithTimeout(20 * time.Second).Should(ContainElement(ContainSubstring("SyncLoadBalancerFailed")))
+	g.Eventually(func() int { return e.sim.A.RequestCounts()["GET ?prop=vrrpInfoHAState"] }).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 30))
+	g.Expect(e.events("web")()).NotTo(ContainElement(ContainSubstring("SyncLoadBalancerGaveUp")))
+	g.Expect(e.ingressIP("web")()).To(BeEmpty())
+	e.sim.SetRoles(alteonsim.RoleMaster, alteonsim.RoleBackup)
+	g.Eventually(e.ingressIP("web")).WithTimeout(20 * time.Second).Should(Equal(vip))
+	g.Expect(e.members(vip, port, "tcp")()).To(HaveLen(2))
+}
+
+// TestForeignEditsAreReported: another writer's unapplied edit on the master is neither applied nor
+// discarded; the Service gets a ForeignAlteonEdits event and is programmed once the edit is
+// resolved (issue 14.2).
+func TestForeignEditsAreReported(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	g := e.g
+	operator, err := alteon.NewClient(alteon.Config{URL: e.sim.A.URL(), User: "admin", Password: "admin"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(operator.Put(e.ctx, alteon.TableRealServer, []string{"webui-edit"}, map[string]any{"IpAddr": "10.9.9.9"})).To(Succeed())
+	vip, port := e.vip()
+	e.service("web", vip, port)
+	g.Eventually(e.events("web")).WithTimeout(20 * time.Second).Should(ContainElement(And(ContainSubstring("ForeignAlteonEdits"), ContainSubstring("webui-edit"))))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Pending).RealServers()).To(ContainElement("webui-edit"), "not discarded")
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(BeEmpty(), "nor applied")
+	g.Expect(operator.Action(e.ctx, "apply")).To(Succeed(), "the operator applies the edit")
+	g.Eventually(e.ingressIP("web")).WithTimeout(20 * time.Second).Should(Equal(vip))
+	g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(ContainElement("webui-edit"))
 }
 
 func TestBusyDeviceAnswers406(t *testing.T) {

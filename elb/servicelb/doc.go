@@ -19,7 +19,9 @@
 // The controller reacts to Service, EndpointSlice (Local policy) and Node changes, writes
 // status.loadBalancer.ingress[].ip, and holds the Service with the finalizer lb.zdns.cn/protect
 // until its Alteon objects are gone (zdnscloud's lb.zcloud.cn/protect is removed as well).
-// Failures are retried with exponential backoff up to MaxRetries, then reported with a
-// SyncLoadBalancerGaveUp event and retried only on the next change or resync (the original
-// dropped the task for good). Concurrent reconciles share Alteon transactions (one apply + save).
+// An unavailable Alteon (unreachable, no master, another writer's edits pending: event
+// ForeignAlteonEdits) is retried with exponential backoff capped at RetryMaxDelay for as long as it
+// lasts. A change the device refuses (a rejected write, a failed apply) is retried up to
+// MaxRetries, then reported with a SyncLoadBalancerGaveUp event and retried only on the next change
+// or resync (the original dropped the task for good). Concurrent reconciles share Alteon transactions (one apply + save).
 package servicelb

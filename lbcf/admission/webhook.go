@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -45,12 +46,28 @@ type Webhooks struct {
 	// DryRun denies every request that passed validation.
 	DryRun bool
 	// Member: the cluster is a federation member, where LoadBalancers and drivers live in the
-	// Karmada control plane; BackendGroups are validated without looking them up.
+	// Karmada control plane, which already validated the templates with the drivers: objects are
+	// checked on their own, never with a driver call. The do-not-delete label of a copy Karmada
+	// manages is enforced on its template instead (Karmada must be able to withdraw the copy).
 	Member bool
+	// Federated: the API server is Karmada's and the objects are templates, which Karmada's
+	// controllers write too (labels, annotations, finalizers). An update that leaves the spec
+	// alone passes without validation or driver call, so that no Karmada write is ever blocked
+	// by a driver (or by a template created before the webhooks were installed).
+	Federated bool
+}
+
+// LabelManagedByKarmada marks the member copies Karmada propagates (Karmada's
+// util.ManagedByKarmadaLabel).
+const LabelManagedByKarmada = "karmada.io/managed"
+
+// Registrar is what Register needs of a webhook server (controller-runtime's webhook.Server).
+type Registrar interface {
+	Register(path string, hook http.Handler)
 }
 
 // Register adds every webhook to a controller-runtime webhook server.
-func (w *Webhooks) Register(s webhook.Server) {
+func (w *Webhooks) Register(s Registrar) {
 	s.Register(PathValidateDriver, &webhook.Admission{Handler: admission.HandlerFunc(w.validateDriver)})
 	s.Register(PathValidateLoadBalancer, &webhook.Admission{Handler: admission.HandlerFunc(w.validateLoadBalancer)})
 	s.Register(PathValidateBackendGroup, &webhook.Admission{Handler: admission.HandlerFunc(w.validateBackendGroup)})
@@ -96,6 +113,19 @@ func decode[T runtime.Object](w *Webhooks, req admission.Request, obj, old T) (T
 	return obj, zero, nil
 }
 
+// unchangedSpec: in federated mode, an update that leaves the spec alone is let through.
+func (w *Webhooks) unchangedSpec(req admission.Request, spec, oldSpec any) bool {
+	return w.Federated && req.Operation == admissionv1.Update && equality.Semantic.DeepEqual(spec, oldSpec)
+}
+
+// doNotDelete reports whether the do-not-delete label blocks deleting obj here.
+func (w *Webhooks) doNotDelete(labels map[string]string) bool {
+	if w.Member && labels[LabelManagedByKarmada] == "true" {
+		return false
+	}
+	return hasDoNotDelete(labels)
+}
+
 func (w *Webhooks) validateDriver(ctx context.Context, req admission.Request) admission.Response {
 	d, old, bad := decode(w, req, &lbcfv1beta1.LoadBalancerDriver{}, &lbcfv1beta1.LoadBalancerDriver{})
 	if bad != nil {
@@ -103,6 +133,9 @@ func (w *Webhooks) validateDriver(ctx context.Context, req admission.Request) ad
 	}
 	if req.Operation == admissionv1.Delete {
 		return w.validateDriverDelete(ctx, d)
+	}
+	if old != nil && w.unchangedSpec(req, d.Spec, old.Spec) {
+		return admission.Allowed("")
 	}
 	if errs := ValidateDriver(d, old); len(errs) > 0 {
 		return deny(errs)
@@ -173,17 +206,20 @@ func (w *Webhooks) validateLoadBalancer(ctx context.Context, req admission.Reque
 	}
 	switch req.Operation {
 	case admissionv1.Delete:
-		if hasDoNotDelete(lb.Labels) {
+		if w.doNotDelete(lb.Labels) {
 			return admission.Denied(fmt.Sprintf("LoadBalancer has label %s", lbcfv1beta1.LabelDoNotDelete))
 		}
 		return w.allow()
 	case admissionv1.Update:
-		if lb.DeletionTimestamp != nil {
+		if lb.DeletionTimestamp != nil || w.unchangedSpec(req, lb.Spec, old.Spec) {
 			return admission.Allowed("") // finalizer removal must never be blocked
 		}
 	}
 	if errs := ValidateLoadBalancer(lb, old); len(errs) > 0 {
 		return deny(errs)
+	}
+	if w.Member {
+		return w.allow()
 	}
 	d, denied := w.usableDriver(ctx, lb.Namespace, lb.Spec.LBDriver)
 	if denied != nil {
@@ -212,12 +248,12 @@ func (w *Webhooks) validateBackendGroup(ctx context.Context, req admission.Reque
 		return *bad
 	}
 	if req.Operation == admissionv1.Delete {
-		if hasDoNotDelete(bg.Labels) {
+		if w.doNotDelete(bg.Labels) {
 			return admission.Denied(fmt.Sprintf("BackendGroup has label %s", lbcfv1beta1.LabelDoNotDelete))
 		}
 		return w.allow()
 	}
-	if bg.DeletionTimestamp != nil {
+	if bg.DeletionTimestamp != nil || old != nil && w.unchangedSpec(req, bg.Spec, old.Spec) {
 		return admission.Allowed("")
 	}
 	if errs := ValidateBackendGroup(bg, old); len(errs) > 0 {

@@ -188,6 +188,51 @@ func TestAdmissionThroughTheAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("federated: updates that leave the spec alone pass without validation", func(t *testing.T) {
+		g := NewWithT(t)
+		hooks.Federated = true
+		defer func() { hooks.Federated = false }()
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(lb), lb)).To(Succeed())
+		before := drv.CountCalls(driver.ValidateLoadBalancer)
+		// Karmada's detector labels and annotates its templates; the driver is not asked.
+		lb.Labels["propagationpolicy.karmada.io/permanent-id"] = "5f0e"
+		lb.Annotations = map[string]string{"propagationpolicy.karmada.io/name": "lbcf"}
+		g.Expect(c.Update(ctx, lb)).To(Succeed())
+		g.Expect(drv.CountCalls(driver.ValidateLoadBalancer)).To(Equal(before))
+		// A spec change is still validated with the driver, which refuses it.
+		lb.Spec.Attributes = map[string]string{memdriver.DenyKey: "attribute refused"}
+		g.Expect(c.Update(ctx, lb)).To(MatchError(ContainSubstring("attribute refused")))
+		g.Expect(drv.CountCalls(driver.ValidateLoadBalancer)).To(Equal(before + 1))
+	})
+
+	t.Run("member: no driver call, and Karmada may withdraw its copies", func(t *testing.T) {
+		g := NewWithT(t)
+		hooks.Member = true
+		defer func() { hooks.Member = false }()
+		mns := "adm-member"
+		g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mns}})).To(Succeed())
+		vlb, vbg := drv.CountCalls(driver.ValidateLoadBalancer), drv.CountCalls(driver.ValidateBackend)
+		// Karmada validated the templates with the driver already; a member never asks again.
+		g.Expect(c.Create(ctx, &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: mns, Name: "lb1"},
+			Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: "mem", LBSpec: map[string]string{memdriver.DenyKey: "would be refused"}}})).To(Succeed())
+		copied := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: mns, Name: "copied",
+			Labels: map[string]string{lbcfv1beta1.LabelDoNotDelete: "", lbcfadmission.LabelManagedByKarmada: "true"}},
+			Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"lb1"}, Static: []string{"1.1.1.1:80"}, Parameters: map[string]string{memdriver.DenyKey: "would be refused"}}}
+		g.Expect(c.Create(ctx, copied)).To(Succeed())
+		g.Expect(drv.CountCalls(driver.ValidateLoadBalancer)).To(Equal(vlb))
+		g.Expect(drv.CountCalls(driver.ValidateBackend)).To(Equal(vbg))
+		// The member's own checks still apply.
+		g.Expect(c.Create(ctx, &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: mns, Name: "bad"},
+			Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"lb1"}}})).To(MatchError(ContainSubstring("exactly one of service, pods and static")))
+		// do-not-delete is enforced on the template in Karmada; the member's copy must not hold
+		// Karmada up when the group leaves this cluster. A group of the member's own keeps it.
+		own := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: mns, Name: "own", Labels: map[string]string{lbcfv1beta1.LabelDoNotDelete: ""}},
+			Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"lb1"}, Static: []string{"1.1.1.1:80"}}}
+		g.Expect(c.Create(ctx, own)).To(Succeed())
+		g.Expect(c.Delete(ctx, own)).To(MatchError(ContainSubstring(lbcfv1beta1.LabelDoNotDelete)))
+		g.Expect(c.Delete(ctx, copied)).To(Succeed())
+	})
+
 	t.Run("driver deletion", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(c.Delete(ctx, d)).To(MatchError(ContainSubstring(lbcfv1beta1.DriverDrainingLabel)))

@@ -156,6 +156,13 @@ type Requeuer interface {
 	RequeueAfter(bg *lbcfv1beta1.BackendGroup) time.Duration
 }
 
+// StatusContributor is implemented by sources that own part of a group's status (the
+// federation's per-member state and conditions). It is called before every status write of the
+// group, with the object about to be written.
+type StatusContributor interface {
+	ContributeStatus(ctx context.Context, bg *lbcfv1beta1.BackendGroup) error
+}
+
 // AddrRequestBuilder fills the pod or Service part of a record's generateBackendAddr request.
 type AddrRequestBuilder interface {
 	// GenerateRequest returns the pod (or Service) backend of br. ok is false when the backend is

@@ -116,15 +116,15 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			toDelete = append(toDelete, have)
 		}
 	}
-	if err := r.apply(ctx, w, bg, toCreate, toUpdate, toDelete); err != nil {
-		return ctrl.Result{}, err
-	}
-	if n := len(toCreate) + len(toUpdate) + len(toDelete); n > 0 {
+	// The status is written even when some record writes failed: what it says (counts, and the
+	// source's own part, e.g. the federation's member states) must not wait for them.
+	applyErr := r.apply(ctx, w, bg, toCreate, toUpdate, toDelete)
+	if n := len(toCreate) + len(toUpdate) + len(toDelete); n > 0 && applyErr == nil {
 		r.Recorder.Eventf(bg, nil, corev1.EventTypeNormal, "SuccSyncedBackendGroup", "Sync",
 			"records: %d created, %d updated, %d deleted", len(toCreate), len(toUpdate), len(toDelete))
 	}
-	if err := r.updateStatus(ctx, w, bg, expected, existing); err != nil {
-		return ctrl.Result{}, err
+	if err := r.updateStatus(ctx, w, bg, expected, existing); err != nil || applyErr != nil {
+		return ctrl.Result{}, errors.Join(applyErr, err)
 	}
 	next := r.ResyncPeriod
 	if rq, ok := r.Source.(Requeuer); ok {
@@ -342,6 +342,11 @@ func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg 
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Registering", fmt.Sprintf("%d of %d backends registered", registered, bg.Status.Backends)
 	}
 	meta.SetStatusCondition(&bg.Status.Conditions, cond)
+	if sc, ok := r.Source.(StatusContributor); ok {
+		if err := sc.ContributeStatus(ctx, bg); err != nil {
+			return err
+		}
+	}
 	if equalStatus(orig.Status, bg.Status) {
 		return nil
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,7 +15,9 @@ import (
 )
 
 // DefaultCandidatesBudget is a member's share of the ≈ 1.2 MiB of candidate data one
-// BackendGroup may carry in its Karmada ResourceBinding (one etcd object), assuming three members.
+// BackendGroup may carry in its Karmada ResourceBinding (one etcd object), assuming three members,
+// until the federation tells the member its real share (template annotation
+// lbfed.io/candidates-budget, propagated by Karmada).
 const DefaultCandidatesBudget = 1200 * 1024 / 3
 
 // MemberReconciler is lbcf-controller --mode=member: it never calls a driver and creates no
@@ -56,12 +59,20 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if budget <= 0 {
 		budget = DefaultCandidatesBudget
 	}
+	// The federation tells each member its share of the group's binding (it knows how many
+	// members there are); a member alone cannot.
+	if v, err := strconv.Atoi(bg.Annotations[lbcfv1beta1.AnnotationCandidatesBudget]); err == nil && v > 0 {
+		budget = v
+	}
 	enc, truncated := lbcfv1beta1.EncodeCandidates(bg.Spec.Parameters, cands, budget)
 
 	orig := bg.DeepCopy()
 	bg.Status.Candidates = enc
 	bg.Status.Backends = eligible
 	bg.Status.ObservedGeneration = bg.Generation
+	// Echoed so that the federation can tell a report made after this member's return to
+	// Karmada from one it remembers from before.
+	bg.Status.ReportRequest = bg.Annotations[lbcfv1beta1.AnnotationReportRequest]
 	meta.SetStatusCondition(&bg.Status.Conditions, metav1.Condition{
 		Type: lbcfv1beta1.BackendGroupReady, Status: metav1.ConditionTrue, ObservedGeneration: bg.Generation,
 		Reason: "CandidatesReported", Message: fmt.Sprintf("%d candidates, %d ready", enc.Total, enc.Ready),

@@ -107,3 +107,34 @@ func TestMemberSaysWhenCandidatesAreTruncated(t *testing.T) {
 		g.Expect(ready).To(Equal(4), "every Ready candidate is kept before any other")
 	}, wait).Should(Succeed())
 }
+
+// Issue 12: the federation tells a member its share of the group's binding and asks for reports
+// made after a member's return, both through the template's annotations (propagated by Karmada).
+func TestMemberFollowsFederationAnnotations(t *testing.T) {
+	e := newEnv(t)
+	startMember(e, 0) // the default budget has room for all eight
+	g := e.g
+	for i := 0; i < 8; i++ {
+		e.pod("web-"+itoa(int32(i)), "web", "10.1.0."+itoa(int32(i+1)))
+	}
+	e.podGroup("web", []string{"lb1"}, []int32{80})
+	g.Eventually(func(g Gomega) {
+		bg := e.group("web")
+		g.Expect(meta.IsStatusConditionFalse(bg.Status.Conditions, lbcfv1beta1.BackendGroupCandidatesTruncated)).To(BeTrue())
+		g.Expect(bg.Status.ReportRequest).To(BeEmpty())
+	}, wait).Should(Succeed())
+
+	// The federation shares the binding among many members: 200 bytes each, and asks for a fresh
+	// report. Annotations change no generation: the member must react to them all the same.
+	bg := e.group("web")
+	bg.Annotations = map[string]string{lbcfv1beta1.AnnotationCandidatesBudget: "200", lbcfv1beta1.AnnotationReportRequest: "1764000000123"}
+	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		bg := e.group("web")
+		g.Expect(bg.Status.ReportRequest).To(Equal("1764000000123"))
+		cond := meta.FindStatusCondition(bg.Status.Conditions, lbcfv1beta1.BackendGroupCandidatesTruncated)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(cond.Message).To(ContainSubstring("more than 200 bytes"))
+	}, wait).Should(Succeed())
+}

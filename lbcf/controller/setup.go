@@ -249,7 +249,8 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Defaults()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("backendgroup-member").
-		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Annotations carry the federation's report requests and budgets.
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),

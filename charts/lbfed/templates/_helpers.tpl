@@ -153,7 +153,7 @@ gets its own CA (a CA key is never stored).
 {{- define "lbfed.tls" -}}
 {{- if not (hasKey .Values "_tls") }}
 {{- $tls := dict }}
-{{- if and (eq .Values.certificates.mode "selfSigned") .Values.controller.interpreter.enabled }}
+{{- if and (eq .Values.certificates.mode "selfSigned") (include "lbfed.servesTLS" .) }}
 {{- $cur := include "lbfed.lookupTLS" (dict "namespace" .Release.Namespace "name" (include "lbfed.interpreterSecretName" .)) | fromJson }}
 {{- if not $cur }}
 {{- $days := int .Values.certificates.selfSigned.validityDays }}
@@ -186,10 +186,27 @@ gets its own CA (a CA key is never stored).
 {{- end }}
 {{- end }}
 
-{{/* Whether the chart registers the interpreter with Karmada: when lbfed-controller here serves
-it, or when lbfed-controller runs elsewhere (controller.enabled=false). */}}
+{{/* Whether the chart registers the interpreter webhook with Karmada: when lbfed-controller here
+serves it, or when lbfed-controller runs elsewhere (controller.enabled=false); never with the Lua
+customizations. */}}
 {{- define "lbfed.interpreterRegistered" -}}
-{{- if or (not .Values.controller.enabled) .Values.controller.interpreter.enabled }}true{{ end }}
+{{- if and (not .Values.luaInterpreter.enabled) (or (not .Values.controller.enabled) .Values.controller.interpreter.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* Whether lbfed-controller here serves HTTPS (interpreter or admission) with the certificate of
+`certificates`. */}}
+{{- define "lbfed.servesTLS" -}}
+{{- $c := .Values.controller }}
+{{- if and $c.enabled (or $c.interpreter.enabled $c.admission.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* The base URL karmada-apiserver calls for admission. */}}
+{{- define "lbfed.admissionURL" -}}
+{{- with .Values.controller.admission.url }}
+{{- trimSuffix "/" . }}
+{{- else }}
+{{- printf "https://%s.%s.svc:%d" (include "lbfed.controller.name" .) .Release.Namespace (int .Values.controller.admission.port) }}
+{{- end }}
 {{- end }}
 
 {{/* PEM of the CA that signed the interpreter's serving certificate. */}}
@@ -237,6 +254,17 @@ it, or when lbfed-controller runs elsewhere (controller.enabled=false). */}}
 {{- end }}
 {{- if and (eq $v.karmada.apply "job") (not $v.controller.enabled) }}
 {{- fail "karmada.apply=job installs into the host cluster and needs controller.enabled; use karmada.apply=manifests to install into karmada-apiserver alone" }}
+{{- end }}
+{{- if and $v.luaInterpreter.enabled $v.controller.enabled $v.controller.interpreter.enabled }}
+{{- fail "luaInterpreter.enabled needs controller.interpreter.enabled=false: a Lua customization silently wins over the interpreter webhook, register one or the other" }}
+{{- end }}
+{{- if $v.controller.admission.enabled }}
+{{- if and (not $v.controller.enabled) (not $v.controller.admission.url) }}
+{{- fail "controller.admission.enabled with controller.enabled=false needs controller.admission.url (where lbfed-controller serves admission)" }}
+{{- end }}
+{{- with $v.controller.admission.url }}
+{{- if not (hasPrefix "https://" .) }}{{ fail "controller.admission.url must be https (API servers call admission webhooks over TLS only)" }}{{ end }}
+{{- end }}
 {{- end }}
 {{- if and $v.controller.enabled (not $v.controller.interpreter.enabled) (not $v.controller.federation.enabled) }}
 {{- fail "controller.enabled needs controller.interpreter.enabled or controller.federation.enabled" }}

@@ -4,8 +4,11 @@ documents (karmada.apply=manifests) or packs them into a Secret that the apply J
 (karmada.apply=job):
   lbfed.karmada.crds         the LBCF CRDs (files/crds, copied from lbcf/api/crd by make)
   lbfed.karmada.objects      RBAC for lbfed-controller, the member components and their policies
-  lbfed.karmada.interpreter  the ResourceInterpreterWebhookConfiguration (applied last, deleted first,
-                             so Karmada never calls an interpreter that is not there yet or any more)
+  lbfed.karmada.interpreter  what calls lbfed-controller or replaces it, applied last and deleted
+                             first, so nothing calls a lbfed-controller that is not there yet or any
+                             more: the ResourceInterpreterWebhookConfiguration (or the Lua
+                             ResourceInterpreterCustomizations, files/interpreter, copied from
+                             interpreter/ by make) and the admission webhook configurations
 */}}
 
 {{- define "lbfed.karmada.crds" -}}
@@ -46,6 +49,78 @@ webhooks:
         kinds: [LoadBalancer]
     timeoutSeconds: {{ .Values.controller.interpreter.timeoutSeconds }}
     interpreterContextVersions: [v1alpha1]
+{{- end }}
+{{- if .Values.luaInterpreter.enabled }}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "interpreter" "target" "karmada-apiserver") | fromYaml }}
+{{- range $doc := regexSplit "(?m)^---\\s*$" (.Files.Get "files/interpreter/customizations.yaml") -1 }}
+{{- $ric := fromYaml $doc }}
+{{- if $ric.kind }}
+{{- $_ := set $ric.metadata "labels" (merge (dict) ($ric.metadata.labels | default dict) $labels) }}
+---
+{{ toYaml $ric }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- include "lbfed.karmada.admission" . }}
+{{- end }}
+
+{{/*
+lbfed's admission for the templates in karmada-apiserver, served by lbfed-controller: the webhooks
+of lbcf/admission.ConfigurationsWith (SpecUpdatesOnly, the exempt users and groups; the chart test
+compares them).
+*/}}
+{{- define "lbfed.karmada.admission" -}}
+{{- $a := .Values.controller.admission }}
+{{- if $a.enabled }}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "admission" "target" "karmada-apiserver") }}
+{{- $base := include "lbfed.admissionURL" . }}
+{{- $caBundle := include "lbfed.interpreterCA" . | b64enc }}
+{{- $conditions := list (dict "name" "spec-changed" "expression" "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec") }}
+{{- with $a.exemptUsers }}
+{{- $conditions = append $conditions (dict "name" "exempt-users" "expression" (printf "request.operation != 'UPDATE' || !(request.userInfo.username in %s)" (toJson .))) }}
+{{- end }}
+{{- with $a.exemptGroups }}
+{{- $conditions = append $conditions (dict "name" "exempt-groups" "expression" (printf "request.operation != 'UPDATE' || !has(request.userInfo.groups) || !request.userInfo.groups.exists(g, g in %s)" (toJson .))) }}
+{{- end }}
+{{- $hooks := dict
+  "Mutating" (list
+    (list "mutate-driver" "/mutate-load-balancer-driver" "loadbalancerdrivers" (list "CREATE"))
+    (list "mutate-lb" "/mutate-load-balancer" "loadbalancers" (list "CREATE"))
+    (list "mutate-bg" "/mutate-backend-group" "backendgroups" (list "CREATE" "UPDATE")))
+  "Validating" (list
+    (list "validate-driver" "/validate-load-balancer-driver" "loadbalancerdrivers" (list "CREATE" "UPDATE" "DELETE"))
+    (list "validate-lb" "/validate-load-balancer" "loadbalancers" (list "CREATE" "UPDATE" "DELETE"))
+    (list "validate-bg" "/validate-backend-group" "backendgroups" (list "CREATE" "UPDATE" "DELETE"))) }}
+{{- range $kind := list "Mutating" "Validating" }}
+---
+# karmada-apiserver calls lbfed-controller for the LBCF templates (not for their status
+# subresource, nor for updates that leave the spec alone: Karmada's own writes always pass).
+apiVersion: admissionregistration.k8s.io/v1
+kind: {{ $kind }}WebhookConfiguration
+metadata:
+  name: {{ include "lbfed.clusterObjectName" $ }}-admission
+  labels:
+    {{- $labels | nindent 4 }}
+webhooks:
+  {{- range $h := index $hooks $kind }}
+  - name: {{ index $h 0 }}.lbcf.tkestack.io
+    clientConfig:
+      url: {{ printf "%s%s" $base (index $h 1) }}
+      caBundle: {{ $caBundle }}
+    rules:
+      - operations: {{ index $h 3 | toJson }}
+        apiGroups: [lbcf.tkestack.io]
+        apiVersions: [v1beta1]
+        resources: [{{ index $h 2 }}]
+    matchConditions:
+      {{- toYaml $conditions | nindent 6 }}
+    failurePolicy: Fail
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    # A validation calls the driver, whose own timeout defaults to 10s.
+    timeoutSeconds: 15
+  {{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 

@@ -10,7 +10,8 @@ import (
 
 // Validate checks the whole set: every check BFE performs when it loads the files, and the
 // cross-file invariants BFE does not check (a route to a cluster GSLB does not know gives 500s after
-// a "successful" reload; a GSLB cluster without a cluster_table entry is applied half-way).
+// a "successful" reload; a GSLB cluster without a cluster_table entry is applied half-way). The
+// refusals BFE 1.8.5 does not make are PolicyErrors (see SplitPolicy).
 func (s *Set) Validate() error {
 	return errors.Join(s.ValidateServerData(), s.ValidateGslbData(), CheckRoutable(s, s))
 }
@@ -52,11 +53,11 @@ func CheckRoutable(server, gslb *Set) error {
 	var errs []error
 	for _, c := range RoutedClusters(&server.RouteRule) {
 		if _, ok := gslb.Gslb.Clusters[c]; !ok {
-			errs = append(errs, fmt.Errorf("%s: cluster[%s] is routed but missing in %s", RouteRulePath, c, GslbPath))
+			errs = append(errs, policyf("%s: cluster[%s] is routed but missing in %s", RouteRulePath, c, GslbPath))
 			continue
 		}
 		if _, ok := gslb.ClusterTable.Config[c]; !ok {
-			errs = append(errs, fmt.Errorf("%s: cluster[%s] is routed but missing in %s", RouteRulePath, c, ClusterTablePath))
+			errs = append(errs, policyf("%s: cluster[%s] is routed but missing in %s", RouteRulePath, c, ClusterTablePath))
 		}
 	}
 	return errors.Join(errs...)
@@ -86,8 +87,9 @@ func RoutedClusters(rr *RouteRuleConf) []string {
 }
 
 func checkHostRule(h *HostRuleConf) (products map[string]struct{}, err error) {
+	var errs []error
 	if h.Version == "" {
-		return nil, errors.New("no Version")
+		errs = append(errs, emptyVersion)
 	}
 	if h.Hosts == nil {
 		return nil, errors.New("no Hosts")
@@ -95,7 +97,6 @@ func checkHostRule(h *HostRuleConf) (products map[string]struct{}, err error) {
 	if h.HostTags == nil {
 		return nil, errors.New("no HostTags")
 	}
-	var errs []error
 	products = make(map[string]struct{}, len(h.HostTags))
 	tags := map[string]struct{}{}
 	for product, ts := range h.HostTags {
@@ -104,17 +105,21 @@ func checkHostRule(h *HostRuleConf) (products map[string]struct{}, err error) {
 			tags[t] = struct{}{}
 		}
 	}
-	seen := map[string]string{}
+	seen, seenFolded := map[string]bool{}, map[string]bool{}
 	for _, tag := range sortedKeys(h.Hosts) {
 		if _, ok := tags[tag]; !ok {
 			errs = append(errs, fmt.Errorf("hostTag[%s] in Hosts should also exist in HostTags", tag))
 		}
 		for _, host := range h.Hosts[tag] {
-			key := strings.ToLower(host)
-			if _, dup := seen[key]; dup {
+			// BFE compares host_rule names case-sensitively; lookups fold case, so names that
+			// differ only in case are ambiguous.
+			switch key := strings.ToLower(host); {
+			case seen[host]:
 				errs = append(errs, fmt.Errorf("host duplicate for %s", host))
+			case seenFolded[key]:
+				errs = append(errs, policyf("host duplicate for %s (differs only in case)", host))
 			}
-			seen[key] = tag
+			seen[host], seenFolded[strings.ToLower(host)] = true, true
 			if err := CheckHostname(host); err != nil {
 				errs = append(errs, err)
 			}
@@ -129,10 +134,10 @@ func checkHostRule(h *HostRuleConf) (products map[string]struct{}, err error) {
 }
 
 func checkVipRule(v *VipRuleConf) error {
-	if v.Version == "" {
-		return errors.New("no Version")
-	}
 	var errs []error
+	if v.Version == "" {
+		errs = append(errs, emptyVersion)
+	}
 	for _, product := range sortedKeys(v.Vips) {
 		for _, ip := range v.Vips[product] {
 			if _, err := netip.ParseAddr(ip); err != nil {
@@ -147,58 +152,70 @@ var protocols = map[string]bool{"http": true, "tcp": true, "ws": true, "fcgi": t
 var checkSchemes = map[string]bool{"http": true, "https": true, "tls": true, "tcp": true}
 
 func checkClusterConf(c *ClusterConf) error {
+	var errs []error
 	if c.Version == "" {
-		return errors.New("no Version")
+		errs = append(errs, emptyVersion)
 	}
 	if c.Config == nil {
-		return errors.New("no Config")
+		return errors.Join(append(errs, errors.New("no Config"))...)
 	}
-	var errs []error
 	for _, name := range sortedKeys(c.Config) {
 		cl := c.Config[name]
-		fail := func(format string, args ...any) {
-			errs = append(errs, fmt.Errorf("cluster[%s]: %s", name, fmt.Sprintf(format, args...)))
+		fail := func(err error) {
+			errs = append(errs, fmt.Errorf("cluster[%s]: %w", name, err))
 		}
-		if !protocols[cl.BackendConf.Protocol] {
-			fail("protocol only support http/tcp/ws/fcgi/h2c/https, but is:%s", cl.BackendConf.Protocol)
+		// BFE lower-cases the protocol and upper-cases the balance mode, and defaults absent (not
+		// empty) settings; this driver writes every setting explicitly and canonically.
+		switch p := cl.BackendConf.Protocol; {
+		case !protocols[strings.ToLower(p)]:
+			fail(fmt.Errorf("protocol only support http/tcp/ws/fcgi/h2c/https, but is:%s", p))
+		case p != strings.ToLower(p):
+			fail(policyf("BackendConf.Protocol %s must be lower case", p))
 		}
 		if cl.BackendConf.TimeoutConnSrv <= 0 || cl.BackendConf.TimeoutResponseHeader <= 0 {
-			fail("BackendConf timeouts must be > 0")
+			fail(policyf("BackendConf timeouts must be > 0"))
 		}
-		if !checkSchemes[cl.CheckConf.Schem] {
-			fail("CheckConf.Schem must be http/https/tls/tcp, but is:%s", cl.CheckConf.Schem)
-		}
-		if (cl.CheckConf.Schem == "http" || cl.CheckConf.Schem == "https") && !strings.HasPrefix(cl.CheckConf.Uri, "/") {
-			fail("CheckConf.Uri must start with /, but is:%q", cl.CheckConf.Uri)
+		switch sc := cl.CheckConf.Schem; {
+		case !checkSchemes[sc]:
+			fail(fmt.Errorf("CheckConf.Schem must be http/https/tls/tcp, but is:%s", sc))
+		case (sc == "http" || sc == "https") && !strings.HasPrefix(cl.CheckConf.Uri, "/"):
+			fail(fmt.Errorf("CheckConf.Uri must start with /, but is:%q", cl.CheckConf.Uri))
 		}
 		if cl.CheckConf.FailNum <= 0 || cl.CheckConf.CheckInterval <= 0 {
-			fail("CheckConf FailNum and CheckInterval must be > 0")
+			fail(policyf("CheckConf FailNum and CheckInterval must be > 0"))
 		}
 		hc := cl.GslbBasic.HashConf
 		if hc.HashStrategy < 0 || hc.HashStrategy > maxHashStrategyID {
-			fail("GslbBasic:HashStrategy %d not supported", hc.HashStrategy)
+			fail(fmt.Errorf("GslbBasic:HashStrategy %d not supported", hc.HashStrategy))
 		}
 		if (hc.HashStrategy == HashClientID || hc.HashStrategy == HashClientIDOrIP) && hc.HashHeader == "" {
-			fail("GslbBasic:no HashHeader")
+			fail(errors.New("GslbBasic:no HashHeader"))
 		}
-		if m := cl.GslbBasic.BalanceMode; m != "WRR" && m != "WLC" {
-			fail("GslbBasic:BalanceMode %s not supported", m)
+		switch m := cl.GslbBasic.BalanceMode; {
+		case strings.ToUpper(m) != "WRR" && strings.ToUpper(m) != "WLC":
+			fail(fmt.Errorf("GslbBasic:BalanceMode %s not supported", m))
+		case m != strings.ToUpper(m):
+			fail(policyf("GslbBasic:BalanceMode %s must be upper case", m))
 		}
 		if cl.GslbBasic.RetryMax < 0 || cl.GslbBasic.CrossRetry < 0 {
-			fail("GslbBasic retries must be >= 0")
+			fail(policyf("GslbBasic retries must be >= 0"))
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// emptyVersion: BFE refuses only a missing Version (its loaders check for null), but an empty one
+// makes /monitor/*_version useless for confirming a reload.
+var emptyVersion = policyf("empty Version")
+
 func checkRouteRule(r *RouteRuleConf, products map[string]struct{}, clusters map[string]Cluster) error {
+	var errs []error
 	if r.Version == "" {
-		return errors.New("no Version")
+		errs = append(errs, emptyVersion)
 	}
 	if r.BasicRule == nil && r.ProductRule == nil {
-		return errors.New("no product rule")
+		return errors.Join(append(errs, errors.New("no product rule"))...)
 	}
-	var errs []error
 	clusterExists := func(kind, name string) {
 		if _, ok := clusters[name]; !ok {
 			errs = append(errs, fmt.Errorf("cluster[%s] in %s route should exist in cluster_conf", name, kind))
@@ -211,11 +228,10 @@ func checkRouteRule(r *RouteRuleConf, products map[string]struct{}, clusters map
 	}
 	for _, product := range sortedKeys(r.BasicRule) {
 		productExists(product)
-		type hostPath struct{ host, path string }
-		seen := map[hostPath]string{}
+		seen := map[basicKey]string{}
 		for i, rule := range r.BasicRule[product] {
 			fail := func(format string, args ...any) {
-				errs = append(errs, fmt.Errorf("product[%s] basic rule %d: %s", product, i, fmt.Sprintf(format, args...)))
+				errs = append(errs, fmt.Errorf("product[%s] basic rule %d: "+format, append([]any{product, i}, args...)...))
 			}
 			if rule.ClusterName == "" {
 				fail("no cluster name")
@@ -227,24 +243,26 @@ func checkRouteRule(r *RouteRuleConf, products map[string]struct{}, clusters map
 			}
 			for _, h := range rule.Hostname {
 				if err := CheckHostname(h); err != nil {
-					fail("%v", err)
+					fail("%w", err)
 				}
 			}
 			for _, p := range rule.Path {
 				if err := CheckPathPattern(p); err != nil {
-					fail("%v", err)
+					fail("%w", err)
 				}
 			}
+			// BFE's basic-rule tree: no host means "*", no path means "*"; hosts compare without
+			// case, and "/p*" and "/p/*" are the same prefix.
 			hosts, paths := rule.Hostname, rule.Path
 			if len(hosts) == 0 {
-				hosts = []string{""}
+				hosts = []string{"*"}
 			}
 			if len(paths) == 0 {
-				paths = []string{""}
+				paths = []string{"*"}
 			}
 			for _, h := range hosts {
 				for _, p := range paths {
-					k := hostPath{strings.ToLower(h), p}
+					k := basicRuleKey(h, p)
 					if prev, dup := seen[k]; dup {
 						fail("path[%s] is duplicated in same host, existing cluster: %s", p, prev)
 						continue
@@ -258,12 +276,12 @@ func checkRouteRule(r *RouteRuleConf, products map[string]struct{}, clusters map
 		productExists(product)
 		for i, rule := range r.ProductRule[product] {
 			fail := func(format string, args ...any) {
-				errs = append(errs, fmt.Errorf("product[%s] advanced rule %d: %s", product, i, fmt.Sprintf(format, args...)))
+				errs = append(errs, fmt.Errorf("product[%s] advanced rule %d: "+format, append([]any{product, i}, args...)...))
 			}
 			if rule.Cond == "" {
 				fail("no cond")
 			} else if err := CheckCond(rule.Cond); err != nil {
-				fail("error build [%s] %v", rule.Cond, err)
+				fail("error build [%s] %w", rule.Cond, err)
 			}
 			if rule.ClusterName == "" {
 				fail("no cluster name")
@@ -290,14 +308,15 @@ func CheckHostname(h string) error {
 	if strings.Contains(rest, "*") {
 		return fmt.Errorf("hostname %q: wildcard must be \"*\" or start with \"*.\"", h)
 	}
+	// BFE checks only the wildcard; the rest is this driver's policy.
 	for _, label := range strings.Split(rest, ".") {
 		if label == "" || len(label) > 63 {
-			return fmt.Errorf("hostname %q: invalid label", h)
+			return policyf("hostname %q: invalid label", h)
 		}
 		for i := 0; i < len(label); i++ {
 			c := label[i]
 			if !(c == '-' || c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-				return fmt.Errorf("hostname %q: invalid character %q", h, c)
+				return policyf("hostname %q: invalid character %q", h, c)
 			}
 		}
 	}
@@ -307,7 +326,7 @@ func CheckHostname(h string) error {
 // CheckPathPattern mirrors BFE's basic-rule path syntax: at most one "*", only as the last character.
 func CheckPathPattern(p string) error {
 	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("path %q must start with /", p)
+		return policyf("path %q must start with /", p)
 	}
 	switch n := strings.Count(p, "*"); {
 	case n > 1:
@@ -319,32 +338,34 @@ func CheckPathPattern(p string) error {
 }
 
 func checkClusterTable(t *ClusterTableConf) error {
+	var errs []error
 	if t.Version == "" {
-		return errors.New("no Version")
+		errs = append(errs, emptyVersion)
 	}
 	if t.Config == nil {
-		return errors.New("no Config")
+		return errors.Join(append(errs, errors.New("no Config"))...)
 	}
-	var errs []error
 	for _, cluster := range sortedKeys(t.Config) {
 		subs := t.Config[cluster]
 		for _, sub := range sortedKeys(subs) {
 			avail := false
 			for i, in := range subs[sub] {
-				fail := func(msg string) {
-					errs = append(errs, fmt.Errorf("cluster_table %s %s %d %s", cluster, sub, i, msg))
+				fail := func(err error) {
+					errs = append(errs, fmt.Errorf("cluster_table %s %s %d %w", cluster, sub, i, err))
 				}
+				// BFE refuses only absent Name, Addr, Port or Weight (see fakebfe); the values are
+				// this driver's policy.
 				if in.Name == "" {
-					fail("no Name")
+					fail(policyf("no Name"))
 				}
-				if _, err := netip.ParseAddr(in.Addr); err != nil {
-					fail("no Addr or invalid Addr " + in.Addr)
+				if err := CheckInstanceAddr(in.Addr); err != nil {
+					fail(err)
 				}
 				if in.Port <= 0 || in.Port > 65535 {
-					fail("no Port")
+					fail(policyf("no Port or invalid Port %d", in.Port))
 				}
 				if in.Weight < 0 {
-					fail("negative Weight")
+					fail(policyf("negative Weight"))
 				}
 				if in.Weight > 0 {
 					avail = true
@@ -358,37 +379,67 @@ func checkClusterTable(t *ClusterTableConf) error {
 	return errors.Join(errs...)
 }
 
+// InstanceAddr renders an instance address for cluster_table: BFE dials fmt.Sprintf("%s:%d",
+// Addr, Port), so an IPv6 address must carry its brackets.
+func InstanceAddr(a netip.Addr) string {
+	if a.Is6() && !a.Is4In6() {
+		return "[" + a.String() + "]"
+	}
+	return a.String()
+}
+
+// CheckInstanceAddr accepts an IPv4 address or a bracketed IPv6 address. BFE loads anything, but
+// dials "Addr:Port": "::1" fails every request ("too many colons in address") and a name such as
+// localhost depends on the BFE host's resolver.
+func CheckInstanceAddr(addr string) error {
+	if strings.HasPrefix(addr, "[") && strings.HasSuffix(addr, "]") {
+		if a, err := netip.ParseAddr(addr[1 : len(addr)-1]); err == nil && a.Is6() && a.Zone() == "" {
+			return nil
+		}
+		return policyf("invalid Addr %s", addr)
+	}
+	a, err := netip.ParseAddr(addr)
+	switch {
+	case err != nil:
+		return policyf("no Addr or invalid Addr %s: want an IP address", addr)
+	case a.Is6():
+		return policyf("invalid Addr %s: an IPv6 address must be written [%s], BFE dials Addr:Port", addr, addr)
+	}
+	return nil
+}
+
 func checkGslb(g *GslbConf, table map[string]map[string][]Instance) error {
 	if g.Clusters == nil {
 		return errors.New("no Clusters")
 	}
+	var errs []error
 	if g.Hostname == "" {
-		return errors.New("no Hostname")
+		errs = append(errs, policyf("empty Hostname"))
 	}
 	if g.Ts == "" {
-		return errors.New("no Ts")
+		errs = append(errs, policyf("empty Ts"))
 	}
-	var errs []error
 	for _, cluster := range sortedKeys(g.Clusters) {
 		total := 0
 		for _, sub := range sortedKeys(g.Clusters[cluster]) {
 			w := g.Clusters[cluster][sub]
 			if w < 0 {
-				errs = append(errs, fmt.Errorf("cluster[%s] sub-cluster[%s]: negative weight %d", cluster, sub, w))
+				errs = append(errs, policyf("cluster[%s] sub-cluster[%s]: negative weight %d", cluster, sub, w))
+			} else {
+				total += w
 			}
-			total += w
 			if sub == Blackhole {
 				continue
 			}
 			// Not checked by BFE at reload time: the sub-cluster silently gets 0 backends.
 			if _, ok := table[cluster][sub]; !ok {
-				errs = append(errs, fmt.Errorf("cluster[%s] sub-cluster[%s] has no instance list in %s", cluster, sub, ClusterTablePath))
+				errs = append(errs, policyf("cluster[%s] sub-cluster[%s] has no instance list in %s", cluster, sub, ClusterTablePath))
 			}
 		}
 		if total <= 0 {
 			errs = append(errs, fmt.Errorf("cluster[%s]: total weight <= 0", cluster))
 		}
-		// Not checked by BFE at reload time: it reports an error but applies the data anyway.
+		// BFE reports this at reload time but applies the data anyway.
 		if _, ok := table[cluster]; !ok {
 			errs = append(errs, fmt.Errorf("cluster[%s] is in gslb but missing in %s", cluster, ClusterTablePath))
 		}
@@ -403,4 +454,25 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// basicKey is a node of BFE's basic-rule tree: exact or wildcard host (case-folded, "*" → ""), and
+// exact or prefix path ("/p*" and "/p/*" → "/p/").
+type basicKey struct {
+	wildHost, wildPath bool
+	host, path         string
+}
+
+func basicRuleKey(host, path string) basicKey {
+	k := basicKey{host: strings.ToUpper(host), path: path}
+	if strings.HasPrefix(host, "*") {
+		k.wildHost, k.host = true, strings.ToUpper(host[1:])
+	}
+	if strings.HasSuffix(path, "*") {
+		k.wildPath, k.path = true, strings.TrimSuffix(path, "*")
+		if k.path != "" && !strings.HasSuffix(k.path, "/") {
+			k.path += "/"
+		}
+	}
+	return k
 }

@@ -4,12 +4,17 @@
 // success, an unescaped {"error":"..."} otherwise — and BFE's semantics: server data is
 // all-or-nothing, GSLB data with a cross-reference error is reported as failed but applied anyway.
 //
-// It loads the files like BFE does (lenient JSON, unknown keys ignored) and checks them with
-// bfeconf's mirror of BFE's checks. Unlike BFE it also watches every state it serves and records
-// each moment a route pointed at a cluster without balancing data (BFE would answer 500 then).
+// It loads the files like BFE 1.8.5 does (first JSON value only, unknown keys ignored, missing
+// required keys refused, BFE's defaults for absent cluster settings) and refuses what BFE refuses
+// (bfeconf's checks, minus the ones marked bfeconf.PolicyError: those it accepts, like BFE, and
+// lists in Policy). Route answers the question "which cluster would BFE send this request to" with
+// BFE's lookup (basic-rule tree, ADVANCED_MODE, product rules, GSLB data, instance dialing), so
+// routing tests run without the binary. Unlike BFE it also watches every state it serves and
+// records each moment a route pointed at a cluster without balancing data (BFE answers 500 then).
 package fakebfe
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +22,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 
 	"github.com/lbfed/lbfed/elb/bfe/bfeconf"
@@ -40,6 +46,8 @@ type BFE struct {
 	unsafe    []string
 	failNext  map[bfeconf.Group][]string
 	monitorOK bool
+	policy    []string
+	routes    map[string]*productRoutes // product → BFE's route lookup structures
 }
 
 // New starts a fake BFE on a loopback port. Close it when done.
@@ -115,6 +123,14 @@ func (f *BFE) Unsafe() []string {
 	return append([]string(nil), f.unsafe...)
 }
 
+// Policy returns every refusal of this project's own policy that the fake saw in data it accepted
+// (BFE accepts them too; the driver's validator refuses them). Each entry names the reload.
+func (f *BFE) Policy() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.policy...)
+}
+
 // Active returns copies of what the fake serves: server data and GSLB data (nil before loaded).
 func (f *BFE) Active() (server, gslb *bfeconf.Set) {
 	f.mu.Lock()
@@ -136,6 +152,7 @@ func (f *BFE) Load(root string) error {
 		return err
 	}
 	f.server, f.gslb = s, g
+	f.routes = buildRoutes(s)
 	return nil
 }
 
@@ -166,7 +183,7 @@ func (f *BFE) reload(g bfeconf.Group, dir string) (errMsg string) {
 	if dir == "" {
 		return "path is required by this fake"
 	}
-	set, err := loadDir(dir, g)
+	set, notes, err := loadDir(dir, g)
 	if err != nil {
 		return err.Error()
 	}
@@ -179,10 +196,13 @@ func (f *BFE) reload(g bfeconf.Group, dir string) (errMsg string) {
 		if injected != "" {
 			return injected
 		}
-		if err := set.ValidateServerData(); err != nil {
-			return err.Error()
+		bfeErrs, policy := bfeconf.SplitPolicy(set.ValidateServerData())
+		if len(bfeErrs) > 0 {
+			return errors.Join(bfeErrs...).Error()
 		}
+		f.notePolicy(g, dir, append(notes, policy...))
 		f.server = set
+		f.routes = buildRoutes(set)
 	case bfeconf.GslbData:
 		// Self-consistency errors refuse the data; a cluster missing from the cluster table is
 		// reported but applied (BFE's BalTableReload behaviour).
@@ -192,10 +212,13 @@ func (f *BFE) reload(g bfeconf.Group, dir string) (errMsg string) {
 				missing = append(missing, c)
 			}
 		}
+		sort.Strings(missing)
 		if len(missing) == 0 {
-			if err := set.ValidateGslbData(); err != nil {
-				return err.Error()
+			bfeErrs, policy := bfeconf.SplitPolicy(set.ValidateGslbData())
+			if len(bfeErrs) > 0 {
+				return errors.Join(bfeErrs...).Error()
 			}
+			f.notePolicy(g, dir, append(notes, policy...))
 		}
 		f.gslb = set
 		if len(missing) > 0 {
@@ -212,31 +235,160 @@ func (f *BFE) reload(g bfeconf.Group, dir string) (errMsg string) {
 	return errMsg
 }
 
-// loadDir reads group g's files from dir by basename, as a ?path= reload does.
-func loadDir(dir string, g bfeconf.Group) (*bfeconf.Set, error) {
+func (f *BFE) notePolicy(g bfeconf.Group, dir string, policy []error) {
+	for _, err := range policy {
+		f.policy = append(f.policy, fmt.Sprintf("%s from %s: %v", g, dir, err))
+	}
+}
+
+// loadDir reads group g's files from dir by basename, as a ?path= reload does, decoding them the
+// way BFE does: only the first JSON value counts (trailing bytes are ignored), unknown keys are
+// ignored, a missing required key is an error (BFE's "no Version" and the like), and absent
+// cluster_conf settings take BFE's defaults.
+func loadDir(dir string, g bfeconf.Group) (*bfeconf.Set, []error, error) {
 	s := &bfeconf.Set{}
-	var targets map[string]any
+	var notes []error
+	type target struct {
+		name     string
+		v        any
+		required []string
+		prefix   string // BFE's prefix for a missing key
+	}
+	var targets []target
 	if g == bfeconf.ServerData {
-		targets = map[string]any{"host_rule.data": &s.HostRule, "vip_rule.data": &s.VipRule,
-			"route_rule.data": &s.RouteRule, "cluster_conf.data": &s.ClusterConf}
+		targets = []target{
+			{"host_rule.data", &s.HostRule, []string{"Version", "Hosts", "HostTags"}, ""},
+			{"vip_rule.data", &s.VipRule, []string{"Version"}, ""},
+			{"route_rule.data", &s.RouteRule, []string{"Version"}, ""},
+			{"cluster_conf.data", &s.ClusterConf, []string{"Version", "Config"}, ""},
+		}
 	} else {
-		targets = map[string]any{"cluster_table.data": &s.ClusterTable, "gslb.data": &s.Gslb}
+		targets = []target{
+			{"cluster_table.data", &s.ClusterTable, []string{"Version", "Config"}, ""},
+			{"gslb.data", &s.Gslb, []string{"Clusters", "Hostname", "Ts"}, "Check Nil: "},
+		}
 	}
-	var errs []error
-	for name, v := range targets {
-		b, err := os.ReadFile(filepath.Join(dir, name))
+	for _, t := range targets {
+		b, err := os.ReadFile(filepath.Join(dir, t.name))
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return nil, nil, err
 		}
-		// BFE decodes leniently: unknown keys are ignored.
-		if err := json.Unmarshal(b, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		var raw map[string]json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", t.name, err)
+		}
+		if len(bytes.TrimSpace(b[dec.InputOffset():])) > 0 {
+			notes = append(notes, &bfeconf.PolicyError{Err: fmt.Errorf("%s: trailing bytes after the JSON value", t.name)})
+		}
+		for _, k := range t.required {
+			if v, ok := raw[k]; !ok || string(v) == "null" {
+				return nil, nil, fmt.Errorf("%sno %s", t.prefix, k)
+			}
+		}
+		switch v := t.v.(type) {
+		case *bfeconf.ClusterConf:
+			var defaulted []error
+			defaulted, err = decodeClusterConf(raw, v)
+			notes = append(notes, defaulted...)
+		case *bfeconf.ClusterTableConf:
+			err = decodeClusterTable(raw, v)
+		default:
+			err = decodeFirst(b, v)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
-	return s, errors.Join(errs...)
+	return s, notes, nil
+}
+
+// decodeFirst decodes the first JSON value of b, ignoring anything after it, as BFE's loaders do.
+func decodeFirst(b []byte, v any) error {
+	return json.NewDecoder(bytes.NewReader(b)).Decode(v)
+}
+
+// bfeDefaults are the settings BFE gives a cluster_conf entry for absent keys (bfe.md §3).
+func bfeDefaults() bfeconf.Cluster {
+	return bfeconf.Cluster{
+		BackendConf: bfeconf.BackendConf{Protocol: "http", TimeoutConnSrv: 2000, TimeoutResponseHeader: 60000, MaxIdleConnsPerHost: 2},
+		CheckConf:   bfeconf.CheckConf{Schem: "http", Uri: "/health_check", FailNum: 5, CheckInterval: 1000},
+		GslbBasic:   bfeconf.GslbBasic{RetryMax: 2, BalanceMode: "WRR", HashConf: bfeconf.HashConf{HashStrategy: bfeconf.HashClientIP}},
+		ClusterBasic: bfeconf.ClusterBasic{TimeoutReadClient: 30000, TimeoutWriteClient: 60000, TimeoutReadClientAgain: 60000,
+			ReqWriteBufferSize: 512},
+	}
+}
+
+// decodeClusterConf applies BFE's defaults to absent settings and notes each entry that relies on
+// them (the driver writes every block explicitly).
+func decodeClusterConf(raw map[string]json.RawMessage, c *bfeconf.ClusterConf) ([]error, error) {
+	if err := json.Unmarshal(raw["Version"], &c.Version); err != nil {
+		return nil, err
+	}
+	var entries map[string]json.RawMessage
+	if err := json.Unmarshal(raw["Config"], &entries); err != nil {
+		return nil, err
+	}
+	var notes []error
+	c.Config = make(map[string]bfeconf.Cluster, len(entries))
+	for _, name := range sortedNames(entries) {
+		b := entries[name]
+		cl := bfeDefaults() // decoding over the defaults keeps them for absent keys
+		if err := json.Unmarshal(b, &cl); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		var blocks map[string]json.RawMessage
+		_ = json.Unmarshal(b, &blocks)
+		for _, k := range []string{"BackendConf", "CheckConf", "GslbBasic", "ClusterBasic"} {
+			if _, ok := blocks[k]; !ok {
+				notes = append(notes, &bfeconf.PolicyError{Err: fmt.Errorf("cluster_conf.data: cluster[%s]: %s is absent, BFE uses its defaults", name, k)})
+			}
+		}
+		c.Config[name] = cl
+	}
+	return notes, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func decodeClusterTable(raw map[string]json.RawMessage, t *bfeconf.ClusterTableConf) error {
+	if err := json.Unmarshal(raw["Version"], &t.Version); err != nil {
+		return err
+	}
+	var config map[string]map[string][]map[string]json.RawMessage
+	if err := json.Unmarshal(raw["Config"], &config); err != nil {
+		return err
+	}
+	t.Config = make(map[string]map[string][]bfeconf.Instance, len(config))
+	for cluster, subs := range config {
+		t.Config[cluster] = make(map[string][]bfeconf.Instance, len(subs))
+		for sub, instances := range subs {
+			list := make([]bfeconf.Instance, len(instances))
+			for i, in := range instances {
+				for _, k := range []string{"Name", "Addr", "Port", "Weight"} {
+					if v, ok := in[k]; !ok || string(v) == "null" {
+						return fmt.Errorf("ClusterTableConf.Config:%s %s %d no %s", cluster, sub, i, k)
+					}
+				}
+				b, _ := json.Marshal(in)
+				if err := json.Unmarshal(b, &list[i]); err != nil {
+					return err
+				}
+			}
+			t.Config[cluster][sub] = list
+		}
+	}
+	return nil
 }
 
 func load(root string, g bfeconf.Group) (*bfeconf.Set, error) {
-	return loadDir(filepath.Join(root, g.Dir()), g)
+	s, _, err := loadDir(filepath.Join(root, g.Dir()), g)
+	return s, err
 }

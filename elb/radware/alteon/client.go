@@ -26,16 +26,51 @@ type Config struct {
 	User, Password string
 	// HTTPClient carries TLS settings and timeouts (default: 30s timeout, system roots).
 	HTTPClient *http.Client
-	// Attempts is how often one request is tried on transient failures: spurious 401, 406 while an
-	// apply runs, 5xx, errors with HTTP 200, broken or empty answers, connection errors
-	// (default 10, as goalteon does).
+	// Attempts is how often one request is tried on transient failures: 406 while an apply runs,
+	// 5xx, errors with HTTP 200, broken or empty answers, connection errors (default 10, as
+	// goalteon does). A 401 is tried again once only (the device's spurious session expiry): a
+	// wrong password must not lock the account.
 	Attempts int
+	// AuthHold is how long the client refuses to send credentials again after the unit rejected
+	// them twice in a row (default 1m): health checks, retries and resyncs would otherwise keep
+	// feeding a wrong password to the device's lockout counter.
+	AuthHold time.Duration
 	// RetryDelay is the pause between attempts (default 350ms).
 	RetryDelay time.Duration
 	// PageSize is the count= used when listing tables (default 1000).
 	PageSize int
 	// Logger receives request-level logs at V(4) and retry notes at V(2).
 	Logger logr.Logger
+	// OnRequest, when set, is called after every HTTP request (each attempt), e.g. for metrics.
+	OnRequest func(RequestInfo)
+}
+
+// RequestInfo describes one HTTP request to a unit.
+type RequestInfo struct {
+	Unit   string
+	Method string
+	// Target is the table, "config" for scalars and actions, or "getdiff".
+	Target string
+	// Status is the HTTP status, 0 when no answer came (connection error, timeout).
+	Status   int
+	Duration time.Duration
+}
+
+func target(path string) string {
+	p := strings.Trim(path, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" {
+		return "config"
+	}
+	return p
+}
+
+func (c *Client) observe(method, path string, status int, start time.Time) {
+	if c.cfg.OnRequest != nil {
+		c.cfg.OnRequest(RequestInfo{Unit: c.Name(), Method: method, Target: target(path), Status: status, Duration: time.Since(start)})
+	}
 }
 
 // Client talks to one unit. It is safe for concurrent use; configuration changes should go
@@ -47,6 +82,29 @@ type Client struct {
 
 	requests atomic.Int64
 	retries  atomic.Int64
+	// rejected holds the last confirmed credential rejection (an *AuthError) while AuthHold runs.
+	rejected atomic.Pointer[AuthError]
+}
+
+// AuthError is a unit rejecting the credentials: two 401 answers in a row. It is final; the client
+// does not send the credentials again until Until.
+type AuthError struct {
+	Unit  string
+	Until time.Time
+	Err   *APIError
+}
+
+func (e *AuthError) Error() string {
+	return fmt.Sprintf("Alteon %s rejected the credentials (wrong user or password?); not trying again before %s: %v",
+		e.Unit, e.Until.Format(time.RFC3339), e.Err)
+}
+
+func (e *AuthError) Unwrap() error { return e.Err }
+
+// IsUnauthorized reports that a unit rejected the credentials (a 401 that was not spurious).
+func IsUnauthorized(err error) bool {
+	var ae *AuthError
+	return errors.As(err, &ae)
 }
 
 // NewClient validates cfg and returns a client.
@@ -63,6 +121,9 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = 350 * time.Millisecond
+	}
+	if cfg.AuthHold <= 0 {
+		cfg.AuthHold = time.Minute
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 1000
@@ -125,7 +186,7 @@ func IsForbidden(err error) bool {
 // transient says whether another attempt of the same request may succeed.
 func transient(ae *APIError) bool {
 	switch {
-	case ae.HTTPStatus == http.StatusUnauthorized: // spurious session expiry
+	case ae.HTTPStatus == http.StatusUnauthorized: // spurious session expiry: once (do)
 		return true
 	case ae.HTTPStatus == http.StatusNotAcceptable: // apply in progress, unless a column was rejected
 		return ae.TestErr == ""
@@ -157,7 +218,14 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if len(query) > 0 {
 		rawURL += "?" + query.Encode()
 	}
+	if r := c.rejected.Load(); r != nil {
+		if time.Now().Before(r.Until) {
+			return nil, r
+		}
+		c.rejected.CompareAndSwap(r, nil)
+	}
 	var last error
+	unauthorized := 0
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		if attempt > 1 {
 			c.retries.Add(1)
@@ -173,6 +241,17 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		out, retry, err := c.once(ctx, method, rawURL, path, payload)
 		if err == nil {
 			return out, nil
+		}
+		var ae *APIError
+		if errors.As(err, &ae) && ae.HTTPStatus == http.StatusUnauthorized {
+			// The device sometimes answers 401 to a good session once; twice in a row means the
+			// credentials are wrong, and every further try counts towards a lockout.
+			if unauthorized++; unauthorized >= 2 {
+				r := &AuthError{Unit: c.Name(), Until: time.Now().Add(c.cfg.AuthHold), Err: ae}
+				c.rejected.Store(r)
+				c.log.Error(ae, "credentials rejected; holding off", "until", r.Until)
+				return nil, r
+			}
 		}
 		last = err
 		if !retry || ctx.Err() != nil {
@@ -197,15 +276,19 @@ func (c *Client) once(ctx context.Context, method, rawURL, path string, payload 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	c.requests.Add(1)
+	start := time.Now()
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
+		c.observe(method, path, 0, start)
 		return nil, ctx.Err() == nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
+		c.observe(method, path, 0, start)
 		return nil, true, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
+	c.observe(method, path, resp.StatusCode, start)
 	c.log.V(4).Info("request", "method", method, "path", path, "status", resp.StatusCode)
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -453,4 +536,34 @@ func (c *Client) Role(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read HA role of %s: %w", c.Name(), err)
 	}
 	return strings.ToLower(strings.TrimSpace(Row(m).Str("haSwitchInfoState"))), nil
+}
+
+// Diff returns the device's text diff of the pending against the running configuration
+// (GET /config/getdiff), for messages to people. One attempt, no retries.
+func (c *Client) Diff(ctx context.Context) (string, error) {
+	if r := c.rejected.Load(); r != nil && time.Now().Before(r.Until) {
+		return "", r
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+"/config/getdiff", nil)
+	if err != nil {
+		return "", err
+	}
+	req.SetBasicAuth(c.cfg.User, c.cfg.Password)
+	c.requests.Add(1)
+	start := time.Now()
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		c.observe(http.MethodGet, "/getdiff", 0, start)
+		return "", fmt.Errorf("GET /getdiff: %w", err)
+	}
+	defer resp.Body.Close()
+	c.observe(http.MethodGet, "/getdiff", resp.StatusCode, start)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("GET /getdiff: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("GET /getdiff: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return string(b), nil
 }

@@ -40,8 +40,19 @@ type PairOptions struct {
 	PollInterval time.Duration
 	// ApplyTimeout, SaveTimeout and SyncTimeout bound each wait (defaults 3m, 30s, 60s).
 	ApplyTimeout, SaveTimeout, SyncTimeout time.Duration
+	// ForeignWait is how long a transaction waits for configuration pending on the master that is
+	// not its own (another writer's) to be applied or reverted by its writer before it fails with
+	// ErrForeignPending (default 20s).
+	ForeignWait time.Duration
+	// RevertForeign discards another writer's pending configuration instead (the old behaviour):
+	// only for a pair that nothing but this process ever edits, e.g. to recover from a crash of a
+	// previous process in the middle of a transaction.
+	RevertForeign bool
 	// Logger receives commit logs.
 	Logger logr.Logger
+	// OnRole, when set, is called with each unit's HA role as read ("" when it could not be read),
+	// e.g. for metrics.
+	OnRole func(unit, role string)
 }
 
 func (o *PairOptions) defaults() {
@@ -59,6 +70,9 @@ func (o *PairOptions) defaults() {
 	}
 	if o.SyncTimeout <= 0 {
 		o.SyncTimeout = time.Minute
+	}
+	if o.ForeignWait <= 0 {
+		o.ForeignWait = 20 * time.Second
 	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
@@ -78,12 +92,30 @@ type Pair struct {
 		commits, applies, saves, syncs, syncFailures, failovers, retries atomic.Int64
 	}
 	lastMaster atomic.Pointer[Client]
-	// syncOwed is set while the backup may lack committed configuration (a sync failed), so the
-	// next transaction syncs even when it changes nothing.
+	// saveOwed is set from the start of an apply until a save is confirmed: the running
+	// configuration may then differ from flash (a failed save, an apply that timed out but may
+	// still finish). The device's agSavePending says the same and is read by every transaction;
+	// the flag covers the time before the device admits it (an apply still running).
+	saveOwed atomic.Bool
+	// syncOwed is set while the backup may lack committed configuration (from the start of an
+	// apply until a sync succeeded), so the next transaction syncs even when it changes nothing.
+	// A new Pair owes one sync: it cannot know whether a previous process finished its last one.
 	syncOwed atomic.Bool
+	// ownPending is the unit on which this Pair's edits may be pending (a transaction wrote and
+	// neither committed nor reverted them); pending configuration on any other unit, or when nil,
+	// belongs to another writer.
+	ownPending atomic.Pointer[Client]
 }
 
-// SyncOwed reports whether the last sync to the backup failed and has not been repeated yet.
+// Owed is commit work a Pair still has to finish: a save (the running configuration may not be in
+// flash, so a reboot would lose it) and a sync (the backup may lack it, so a failover would roll
+// traffic back). Every transaction, and Settle, finishes it first.
+type Owed struct{ Save, Sync bool }
+
+// Owed reports the work still owed.
+func (p *Pair) Owed() Owed { return Owed{Save: p.saveOwed.Load(), Sync: p.syncOwed.Load()} }
+
+// SyncOwed reports whether a sync to the backup is owed.
 func (p *Pair) SyncOwed() bool { return p.syncOwed.Load() }
 
 // NewPair returns a Pair over one or two units.
@@ -95,7 +127,9 @@ func NewPair(opts PairOptions, units ...*Client) (*Pair, error) {
 	if len(units) == 1 {
 		opts.Sync = SyncNone
 	}
-	return &Pair{units: units, opts: opts, log: opts.Logger}, nil
+	p := &Pair{units: units, opts: opts, log: opts.Logger}
+	p.syncOwed.Store(opts.Sync == SyncExplicit)
+	return p, nil
 }
 
 // Stats are counters of a Pair's activity.
@@ -116,6 +150,14 @@ var (
 	ErrNoMaster = errors.New("no Alteon unit reports the master role")
 	// ErrSplitBrain: both units report master; writing to either could be lost.
 	ErrSplitBrain = errors.New("both Alteon units report the master role")
+	// ErrForeignPending: the master holds unapplied configuration that is not this Pair's (an
+	// operator's WebUI or CLI edit, another process driving the pair) and its writer did not apply
+	// or revert it within ForeignWait. Applying would commit it and reverting would discard it,
+	// so the transaction is refused.
+	ErrForeignPending = errors.New("the Alteon master has unapplied configuration changes from another writer")
+	// errEditsVanished: this transaction's edits were no longer pending when it was about to apply
+	// them (another writer reverted or applied them); the transaction runs again.
+	errEditsVanished = errors.New("the transaction's pending edits vanished before the apply (another writer reverted or applied them)")
 	// errRoleChanged: the unit being written stopped being master.
 	errRoleChanged = errors.New("the Alteon master changed during the transaction")
 )
@@ -147,7 +189,31 @@ type Result struct {
 	SyncErr error
 }
 
-// Master finds the unit that reports the master role. With one unit, that unit.
+// Check asks the device whether configuration can be written now: with two units, that exactly
+// one reports the master role (Master); with one, that it answers at all. Health checks use it:
+// Master alone does not contact a single unit.
+func (p *Pair) Check(ctx context.Context) error {
+	if len(p.units) == 1 {
+		u := p.units[0]
+		role := "standalone"
+		_, err := u.Scalars(ctx, "agApplyPending")
+		if err != nil {
+			role = ""
+		}
+		if p.opts.OnRole != nil {
+			p.opts.OnRole(u.Name(), role)
+		}
+		if err != nil {
+			return fmt.Errorf("alteon unit %s: %w", u.Name(), err)
+		}
+		return nil
+	}
+	_, err := p.Master(ctx)
+	return err
+}
+
+// Master finds the unit that reports the master role. With one unit, that unit, without asking
+// (its first request in a transaction fails if it is down; Check asks).
 func (p *Pair) Master(ctx context.Context) (*Client, error) {
 	if len(p.units) == 1 {
 		return p.units[0], nil
@@ -170,6 +236,9 @@ func (p *Pair) Master(ctx context.Context) (*Client, error) {
 	var masters []*Client
 	var errs []error
 	for i, a := range answers {
+		if p.opts.OnRole != nil {
+			p.opts.OnRole(p.units[i].Name(), a.role)
+		}
 		if a.err != nil {
 			errs = append(errs, a.err)
 			continue
@@ -230,25 +299,42 @@ func (p *Pair) Do(ctx context.Context, fn func(ctx context.Context, tx *Tx) erro
 	return res, last
 }
 
+// Read runs fn on the master with a transaction that only reads (writes fail), outside the
+// transaction lock: it sees the pending configuration as it is, and commits nothing.
+func (p *Pair) Read(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) error {
+	m, err := p.Master(ctx)
+	if err != nil {
+		return err
+	}
+	tx := newTx(m)
+	tx.readOnly = true
+	return fn(ctx, tx)
+}
+
 // attempt runs one try of a transaction; retry says whether a new try (after rediscovering the
 // master) may succeed.
 func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx) error) (Result, bool, error) {
 	m, err := p.Master(ctx)
 	if err != nil {
-		return Result{}, true, err
+		return Result{}, !IsUnauthorized(err), err
 	}
 	res := Result{Unit: m.Name()}
-	pending, err := p.applyPending(ctx, m)
+	st, err := p.pendingState(ctx, m)
 	if err != nil {
 		return res, true, err
 	}
-	if pending {
-		p.log.Info("reverting foreign pending configuration before the transaction", "unit", m.Name())
-		if err := m.Action(ctx, "revert"); err != nil {
-			return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
+	if st.apply {
+		if p.ownPending.Load() == m || p.opts.RevertForeign {
+			p.log.Info("reverting pending configuration left before the transaction", "unit", m.Name(), "own", p.ownPending.Load() == m)
+			if err := m.Action(ctx, "revert"); err != nil {
+				return res, true, fmt.Errorf("revert leftovers on %s: %w", m.Name(), err)
+			}
+		} else if st, err = p.waitForeign(ctx, m); err != nil {
+			return res, !errors.Is(err, ErrForeignPending) && p.masterLost(ctx, m, err), err
 		}
 	}
 	tx := newTx(m)
+	p.ownPending.Store(m)
 	if err := fn(ctx, tx); err != nil {
 		p.revert(m)
 		// A unit that stopped being master (403 from a strict backup, unreachable, role flip)
@@ -257,6 +343,14 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	}
 	res.Writes = tx.Writes()
 	if tx.Writes() == 0 {
+		p.ownPending.CompareAndSwap(m, nil)
+		// Nothing to apply, but an earlier transaction may have left its save or sync undone.
+		if st.save || p.saveOwed.Load() {
+			p.log.Info("finishing an owed save", "unit", m.Name(), "devicePending", st.save)
+			if err := p.save(ctx, m); err != nil {
+				return res, p.masterLost(ctx, m, err), fmt.Errorf("owed save: %w", err)
+			}
+		}
 		if p.opts.Sync == SyncExplicit && p.syncOwed.Load() {
 			res.SyncErr = p.syncNow(ctx, m)
 		}
@@ -265,6 +359,13 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	if err := p.confirmMaster(ctx, m); err != nil {
 		p.revert(m)
 		return res, true, err
+	}
+	if st, err := p.pendingState(ctx, m); err != nil {
+		return res, p.masterLost(ctx, m, err), err
+	} else if !st.apply {
+		p.ownPending.CompareAndSwap(m, nil)
+		p.log.Info("pending edits vanished before the apply; running the transaction again", "unit", m.Name())
+		return res, true, fmt.Errorf("%s: %w", m.Name(), errEditsVanished)
 	}
 	if err := p.commit(ctx, m); err != nil {
 		var ae *ApplyError
@@ -287,6 +388,16 @@ func (p *Pair) attempt(ctx context.Context, fn func(ctx context.Context, tx *Tx)
 	return res, false, nil
 }
 
+// Settle finishes owed work (save, sync) without changing anything: the periodic check that
+// repairs what a failed transaction left undone even when no change comes along.
+func (p *Pair) Settle(ctx context.Context) error {
+	res, err := p.Do(ctx, func(context.Context, *Tx) error { return nil })
+	if err == nil {
+		err = res.SyncErr
+	}
+	return err
+}
+
 func (p *Pair) syncNow(ctx context.Context, m *Client) error {
 	err := p.sync(ctx, m)
 	p.syncOwed.Store(err != nil)
@@ -301,7 +412,9 @@ func (p *Pair) syncNow(ctx context.Context, m *Client) error {
 // is unreachable, refuses writes as a strict backup (403), fails persistently, or is no longer
 // master. Errors of the transaction function itself and validation errors are final.
 func (p *Pair) masterLost(ctx context.Context, m *Client, err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || IsUnauthorized(err) {
+		// Both units share the administrator password (sync requires it): a rejected password
+		// is final, and trying the other unit would only count towards a lockout.
 		return false
 	}
 	var ue *url.Error
@@ -326,6 +439,9 @@ func (p *Pair) confirmMaster(ctx context.Context, m *Client) error {
 		return nil
 	}
 	role, err := m.Role(ctx)
+	if p.opts.OnRole != nil {
+		p.opts.OnRole(m.Name(), role)
+	}
 	if err != nil {
 		return fmt.Errorf("confirm master %s: %w", m.Name(), err)
 	}
@@ -342,20 +458,68 @@ func (p *Pair) revert(m *Client) {
 	defer cancel()
 	if err := m.Action(ctx, "revert"); err != nil {
 		p.log.Error(err, "revert after a failed transaction", "unit", m.Name())
+		return
+	}
+	p.ownPending.CompareAndSwap(m, nil)
+}
+
+// waitForeign waits up to ForeignWait for another writer's pending configuration on m to be
+// applied or reverted by that writer. It never discards it: when it stays, the transaction fails
+// with ErrForeignPending, naming what is pending.
+func (p *Pair) waitForeign(ctx context.Context, m *Client) (pending, error) {
+	p.log.Info("another writer's configuration is pending on the master; waiting for it to be applied or reverted", "unit", m.Name(), "wait", p.opts.ForeignWait)
+	deadline := time.Now().Add(p.opts.ForeignWait)
+	interval := p.opts.PollInterval
+	for {
+		if err := sleep(ctx, interval); err != nil {
+			return pending{}, err
+		}
+		st, err := p.pendingState(ctx, m)
+		if err != nil {
+			return st, err
+		}
+		if !st.apply {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			diff, derr := m.Diff(ctx)
+			if derr != nil {
+				diff = fmt.Sprintf("(getdiff failed: %v)", derr)
+			}
+			if len(diff) > 2000 {
+				diff = diff[:2000] + " …"
+			}
+			return st, fmt.Errorf("%w (unit %s, still pending after %s; lbfed neither applies nor discards it: apply or revert it on the device, and let one writer drive the pair): %s",
+				ErrForeignPending, m.Name(), p.opts.ForeignWait, strings.TrimSpace(diff))
+		}
+		interval = min(2*interval, time.Second)
 	}
 }
 
-func (p *Pair) applyPending(ctx context.Context, m *Client) (bool, error) {
-	r, err := m.Scalars(ctx, "agApplyPending")
+// pending is what a unit reports as not yet applied or not yet saved.
+type pending struct{ apply, save bool }
+
+func (p *Pair) pendingState(ctx context.Context, m *Client) (pending, error) {
+	r, err := m.Scalars(ctx, "agApplyPending", "agSavePending")
 	if err != nil {
-		return false, fmt.Errorf("read agApplyPending on %s: %w", m.Name(), err)
+		return pending{}, fmt.Errorf("read agApplyPending,agSavePending on %s: %w", m.Name(), err)
 	}
-	return r.Int("agApplyPending") == 2, nil
+	return pending{apply: r.Int("agApplyPending") == 2, save: r.Int("agSavePending") == 1}, nil
 }
 
-// commit applies and saves on m and verifies both.
+// commit applies and saves on m and verifies both. From the apply on, a save and a sync are owed
+// until they are confirmed; an apply that failed changed nothing and owes nothing new.
 func (p *Pair) commit(ctx context.Context, m *Client) error {
+	prevSave, prevSync := p.saveOwed.Swap(true), p.syncOwed.Load()
+	if p.opts.Sync == SyncExplicit {
+		p.syncOwed.Store(true)
+	}
 	if err := p.apply(ctx, m); err != nil {
+		var ae *ApplyError
+		if errors.As(err, &ae) {
+			p.saveOwed.Store(prevSave)
+			p.syncOwed.Store(prevSync)
+		}
 		return err
 	}
 	return p.save(ctx, m)
@@ -381,6 +545,7 @@ func (p *Pair) apply(ctx context.Context, m *Client) error {
 		// the truth.
 		settled, err := p.poll(ctx, m, "agApplyPending", p.opts.PollInterval*10, func(v int) bool { return v == 3 })
 		if err == nil && settled == 3 {
+			p.ownPending.CompareAndSwap(m, nil)
 			return nil
 		}
 		if err != nil && !errors.Is(err, errPollTimeout) {
@@ -410,6 +575,7 @@ func (p *Pair) save(ctx context.Context, m *Client) error {
 	if r.Int("agSavePending") == 1 {
 		return &SaveError{Messages: []string{"agSavePending still saveNeeded after save"}}
 	}
+	p.saveOwed.Store(false)
 	return nil
 }
 

@@ -339,11 +339,21 @@ func TestApplyQuirks(t *testing.T) {
 		g.Expect(res.SyncErr).NotTo(HaveOccurred())
 		g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1", "rs2"}))
 	})
-	t.Run("leftover pending edits are reverted first", func(t *testing.T) {
+	t.Run("own leftover pending edits are reverted first", func(t *testing.T) {
 		g := NewWithT(t)
-		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
-		g.Expect(e.a.Put(ctx(t), TableRealServer, []string{"stray"}, map[string]any{"IpAddr": "10.9.9.9"})).To(Succeed())
-		_, err := e.pair.Do(ctx(t), program("rs1"))
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ForeignWait: time.Millisecond})
+		// A transaction fails after a write and its revert fails too: the edit stays pending.
+		revertFault := e.sim.A.AddFault(alteonsim.Fault{Method: "POST", Query: "action=revert", Kind: alteonsim.FaultStatus, Times: 10})
+		_, err := e.pair.Do(ctx(t), func(ctx context.Context, tx *Tx) error {
+			if _, err := tx.EnsureRealServer(ctx, RealServer{Index: "stray", IP: "10.9.9.9", Weight: 1, State: RealServerEnabled}); err != nil {
+				return err
+			}
+			return errors.New("the transaction gives up")
+		})
+		g.Expect(err).To(MatchError("the transaction gives up"))
+		g.Expect(e.sim.A.FaultFired(revertFault)).To(Equal(10))
+		g.Expect(e.sim.A.Snapshot(alteonsim.Pending).RealServers()).To(Equal([]string{"stray"}))
+		_, err = e.pair.Do(ctx(t), program("rs1"))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}))
 	})
@@ -366,6 +376,14 @@ func TestTransientHTTPFaultsAreRetried(t *testing.T) {
 			e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
 			// Every third request of either unit is hit, in bursts of up to 2.
 			for _, d := range e.sim.Units() {
+				if k == alteonsim.FaultUnauthorized {
+					// A spurious 401 is a single event: two in a row mean a wrong password
+					// (TestWrongPasswordFailsFast). Requests 3, 11, 21, 33, … are hit.
+					for i := 0; i < 6; i++ {
+						d.AddFault(alteonsim.Fault{Kind: k, Skip: 2 + 7*i, Times: 1})
+					}
+					continue
+				}
 				d.AddFault(alteonsim.Fault{Kind: k, Probability: 0.3, Message: "transient"})
 			}
 			_, err := e.pair.Do(ctx(t), program("rs1", "rs2", "rs3"))
@@ -460,5 +478,154 @@ func TestClientErrors(t *testing.T) {
 	var ae *APIError
 	g.Expect(errors.As(err, &ae)).To(BeTrue())
 	g.Expect(ae.HTTPStatus).To(Equal(401))
-	g.Expect(c.Requests()).To(BeEquivalentTo(3), "401 is retried, then reported")
+	g.Expect(IsUnauthorized(err)).To(BeTrue())
+	g.Expect(c.Requests()).To(BeEquivalentTo(2), "a 401 is retried once, then reported")
+	_, _, err = c.Get(ctx(t), TableRealServer, "x")
+	g.Expect(IsUnauthorized(err)).To(BeTrue())
+	g.Expect(c.Requests()).To(BeEquivalentTo(2), "rejected credentials are not sent again during AuthHold")
+}
+
+// TestOwedSaveAndSyncAreFinished reproduces issue 14.1: a failed save or a timed-out apply left the
+// change live but neither saved nor synced, and the next transaction (with nothing to write)
+// returned early. A reboot of the master then lost the change, and a failover rolled it back.
+func TestOwedSaveAndSyncAreFinished(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		break_ func(e *env)
+		// repair is how the owed work gets done: a transaction with nothing to write, or the
+		// periodic check.
+		repair func(e *env) error
+	}{
+		{
+			name:   "failed save, then a transaction with nothing to write",
+			break_: func(e *env) { e.sim.A.InjectSaveFailure("Flash write error.") },
+			repair: func(e *env) error { _, err := e.pair.Do(ctx(t), program("rs1")); return err },
+		},
+		{
+			name:   "failed save, then the periodic check",
+			break_: func(e *env) { e.sim.A.InjectSaveFailure("Flash write error.") },
+			repair: func(e *env) error { return e.pair.Settle(ctx(t)) },
+		},
+		{
+			name: "apply timed out and finished later, then the periodic check",
+			break_: func(e *env) {
+				e.sim.A.InjectApply(alteonsim.ApplyFault{Hang: true})
+			},
+			repair: func(e *env) error { return e.pair.Settle(ctx(t)) },
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ApplyTimeout: 50 * time.Millisecond})
+			tt.break_(e)
+			_, err := e.pair.Do(ctx(t), program("rs1"))
+			g.Expect(err).To(HaveOccurred(), "the commit was not confirmed")
+			e.sim.A.ReleaseApply()
+			g.Eventually(func() []string { return e.sim.A.Snapshot(alteonsim.Running).RealServers() }).Should(Equal([]string{"rs1"}), "the change is live")
+			saves, syncs := e.sim.A.Saves(), e.sim.A.Syncs()
+
+			g.Expect(tt.repair(e)).To(Succeed())
+			g.Expect(e.sim.A.Saves()).To(BeNumerically(">", saves), "the owed save was done")
+			g.Expect(e.sim.A.Syncs()).To(BeNumerically(">", syncs), "the owed sync was done")
+			g.Expect(e.pair.Owed()).To(Equal(Owed{}))
+			g.Expect(e.sim.A.Snapshot(alteonsim.Flash).RealServers()).To(Equal([]string{"rs1"}), "saved")
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "synced")
+
+			e.sim.A.Reboot()
+			g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "survives a reboot")
+			e.sim.Failover()
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "the new master serves it")
+		})
+	}
+}
+
+// TestNothingOwedCostsNoSave pairs the test above: with nothing owed, a transaction that writes
+// nothing neither saves nor syncs (after the one sync a new Pair owes, not knowing the backup).
+func TestNothingOwedCostsNoSave(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+	res, err := e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Committed).To(BeTrue())
+	saves, syncs := e.sim.A.Saves(), e.sim.A.Syncs()
+	g.Expect(saves).To(BeEquivalentTo(1))
+	g.Expect(e.pair.Settle(ctx(t))).To(Succeed())
+	_, err = e.pair.Do(ctx(t), program("rs1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(e.sim.A.Saves()).To(Equal(saves))
+	g.Expect(e.sim.A.Syncs()).To(Equal(syncs))
+	g.Expect(e.sim.A.RequestCounts()).To(HaveKeyWithValue("GET ?prop=agApplyPending%2CagSavePending", BeNumerically(">=", 3)), "the device was asked each time")
+}
+
+// TestWrongPasswordFailsFast reproduces issue 14.5: a 401 was retried like a transient error (10
+// attempts per request, and the transaction again on the other unit), which risks locking the
+// account on a real device. A spurious 401 is retried once; a second one is final, and the client
+// then refuses to send the same credentials again for a while.
+func TestWrongPasswordFailsFast(t *testing.T) {
+	g := NewWithT(t)
+	e := newEnv(t, alteonsim.Options{Password: "right"}, alteonsim.Options{Password: "right"}, PairOptions{})
+	var units []*Client
+	for _, d := range e.sim.Units() {
+		c, err := NewClient(Config{URL: d.URL(), User: "admin", Password: "wrong", RetryDelay: time.Millisecond})
+		g.Expect(err).NotTo(HaveOccurred())
+		units = append(units, c)
+	}
+	p, err := NewPair(PairOptions{PollInterval: time.Millisecond}, units...)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = p.Do(ctx(t), program("rs1"))
+	g.Expect(IsUnauthorized(err)).To(BeTrue(), "got %v", err)
+	g.Expect(p.Check(ctx(t))).To(Satisfy(IsUnauthorized))
+	for _, d := range e.sim.Units() {
+		var rejected int
+		for _, r := range d.Requests() {
+			if r.Status == http.StatusUnauthorized {
+				rejected++
+			}
+		}
+		g.Expect(rejected).To(BeNumerically("<=", 2), "%d rejected requests to %s: at most one retry of a 401, and no more attempts after it", rejected, d.Name())
+		g.Expect(rejected).To(BeNumerically(">=", 1), "%s was asked", d.Name())
+	}
+}
+
+// TestOtherWritersAreNotDiscarded reproduces issue 14.2: every transaction reverted whatever was
+// pending on the master first, silently discarding an operator's unapplied edit or another
+// process's transaction in flight, whose apply then found nothing pending and reported success.
+func TestOtherWritersAreNotDiscarded(t *testing.T) {
+	stray := func(g Gomega, e *env) {
+		g.Expect(e.a.Put(ctx(t), TableRealServer, []string{"operator-edit"}, map[string]any{"IpAddr": "10.9.9.9"})).To(Succeed())
+	}
+	t.Run("an edit that stays pending is refused with a clear error", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ForeignWait: 30 * time.Millisecond})
+		stray(g, e)
+		_, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).To(MatchError(ErrForeignPending))
+		g.Expect(err).To(MatchError(ContainSubstring("operator-edit")), "the error says what is pending (getdiff)")
+		g.Expect(e.sim.A.Snapshot(alteonsim.Pending).RealServers()).To(ContainElement("operator-edit"), "not discarded")
+		g.Expect(e.sim.A.Applies()).To(BeZero(), "not applied either")
+		g.Expect(e.sim.A.RequestCounts()).To(HaveKeyWithValue("GET getdiff", BeNumerically(">=", 1)))
+	})
+	t.Run("an edit its writer applies while the transaction waits is kept", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{ForeignWait: time.Minute})
+		stray(g, e)
+		done := make(chan error)
+		go func() { _, err := e.pair.Do(ctx(t), program("rs1")); done <- err }()
+		g.Eventually(func() int { return e.sim.A.RequestCounts()["GET ?prop=agApplyPending%2CagSavePending"] }).Should(BeNumerically(">=", 3), "waiting")
+		g.Expect(e.a.Action(ctx(t), "apply")).To(Succeed(), "the other writer commits")
+		g.Expect(<-done).To(Succeed())
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(ConsistOf("operator-edit", "rs1"))
+	})
+	t.Run("edits reverted by another writer before the apply are written again", func(t *testing.T) {
+		g := NewWithT(t)
+		e := newEnv(t, alteonsim.Options{}, alteonsim.Options{}, PairOptions{})
+		other := fastClient(t, e.sim.A.URL())
+		// Just before the commit (the role check that precedes the apply), another writer reverts.
+		e.sim.A.AddFault(alteonsim.Fault{Method: "GET", Query: "prop=vrrpInfoHAState", Kind: alteonsim.FaultHook, Skip: 1, Times: 1,
+			Hook: func() { _ = other.Action(context.Background(), "revert") }})
+		res, err := e.pair.Do(ctx(t), program("rs1"))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.Attempts).To(Equal(2))
+		g.Expect(e.sim.A.Snapshot(alteonsim.Running).RealServers()).To(Equal([]string{"rs1"}), "success means applied")
+	})
 }

@@ -2,6 +2,7 @@ package alteon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -16,10 +17,13 @@ import (
 //
 // A Tx is not safe for concurrent use.
 type Tx struct {
-	c      *Client
-	tables map[string]*tableCache
-	writes int
+	c        *Client
+	tables   map[string]*tableCache
+	writes   int
+	readOnly bool // Pair.Read
 }
+
+var errReadOnly = errors.New("write in a read-only Alteon transaction")
 
 type tableCache struct {
 	rows     map[string]Row  // key -> row; a nil Row means "known absent"
@@ -31,7 +35,7 @@ func newTx(c *Client) *Tx { return &Tx{c: c, tables: map[string]*tableCache{}} }
 // Unit returns the client of the unit the transaction writes to.
 func (tx *Tx) Unit() *Client { return tx.c }
 
-// Writes is the number of write requests the transaction sent.
+// Writes is the number of write requests the device accepted (a refused write changes nothing).
 func (tx *Tx) Writes() int { return tx.writes }
 
 func key(idx []string) string { return strings.Join(idx, "\x00") }
@@ -142,10 +146,13 @@ func (tx *Tx) put(ctx context.Context, table string, idx []string, want map[stri
 }
 
 func (tx *Tx) write(ctx context.Context, table string, idx []string, fields map[string]any) error {
-	tx.writes++
+	if tx.readOnly {
+		return errReadOnly
+	}
 	if err := tx.c.Put(ctx, table, idx, fields); err != nil {
 		return fmt.Errorf("write %s %s: %w", table, strings.Join(idx, "/"), err)
 	}
+	tx.writes++
 	return nil
 }
 
@@ -166,10 +173,13 @@ func (tx *Tx) del(ctx context.Context, table string, idx ...string) (bool, error
 	if err != nil || !exists {
 		return false, err
 	}
-	tx.writes++
+	if tx.readOnly {
+		return false, errReadOnly
+	}
 	if err := tx.c.Delete(ctx, table, idx...); err != nil {
 		return false, fmt.Errorf("delete %s %s: %w", table, strings.Join(idx, "/"), err)
 	}
+	tx.writes++
 	tx.cache(table).rows[key(idx)] = nil
 	for _, child := range children[table] {
 		t := tx.cache(child)

@@ -18,6 +18,8 @@ import (
 //	DELETE /faults?device=<name>       remove every fault of the unit
 //	POST /apply-fault?device=<name>    queue an ApplyFault {"fail":"text","hang":true,"earlyComplete":"1s"}
 //	POST /release-apply?device=<name>  finish hanging applies
+//	POST /save-fault?device=<name>     make the next save fail {"fail":"text"}
+//	POST /reboot?device=<name>         reboot the unit: what was not saved is lost
 //	GET  /stats                        per-unit applies, saves, syncs, request counts, data plane
 func ControlHandler(p *Pair) http.Handler {
 	mux := http.NewServeMux()
@@ -118,6 +120,27 @@ func ControlHandler(p *Pair) http.Handler {
 	mux.HandleFunc("POST /release-apply", func(w http.ResponseWriter, r *http.Request) {
 		if d := unit(w, r); d != nil {
 			d.ReleaseApply()
+			writeJSON(w, http.StatusOK, okBody)
+		}
+	})
+	mux.HandleFunc("POST /save-fault", func(w http.ResponseWriter, r *http.Request) {
+		d := unit(w, r)
+		if d == nil {
+			return
+		}
+		var in struct {
+			Fail string `json:"fail"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Fail == "" {
+			http.Error(w, `body must be {"fail":"text"}`, http.StatusBadRequest)
+			return
+		}
+		d.InjectSaveFailure(in.Fail)
+		writeJSON(w, http.StatusOK, okBody)
+	})
+	mux.HandleFunc("POST /reboot", func(w http.ResponseWriter, r *http.Request) {
+		if d := unit(w, r); d != nil {
+			d.Reboot()
 			writeJSON(w, http.StatusOK, okBody)
 		}
 	})

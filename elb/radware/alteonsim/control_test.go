@@ -56,6 +56,17 @@ func TestControlHandler(t *testing.T) {
 	_, _ = call("POST", "/release-apply?device=a", "")
 	g.Expect(a.waitState("agApplyConfig")).To(Equal("4"))
 
+	// A save fails once; a reboot then loses the unsaved change.
+	st, _ = call("POST", "/save-fault?device=a", `{"fail":"Flash write error."}`)
+	g.Expect(st).To(Equal(200))
+	a.ok("POST", "?action=save", "")
+	g.Expect(a.waitState("agSaveConfig")).To(Equal("5"))
+	g.Expect(a.scalar("agSavePending")).To(Equal("1"))
+	st, _ = call("POST", "/reboot?device=a", "")
+	g.Expect(st).To(Equal(200))
+	g.Expect(p.A.Snapshot(Running).Groups()).To(BeEmpty(), "the unsaved group is gone")
+	g.Expect(a.scalar("agSavePending")).To(Equal("2"))
+
 	_, m = call("GET", "/stats", "")
 	g.Expect(m).To(HaveKey("alteon-a"))
 	g.Expect(m["alteon-a"].(map[string]any)["applies"]).To(BeEquivalentTo(2))

@@ -176,6 +176,7 @@ type Device struct {
 	syncFaults  []string
 	release     chan struct{}
 	pair        *Pair
+	boots       uint64 // bumped by Reboot: asynchronous operations of an earlier boot end unfinished
 
 	faults     faultSet
 	middleware atomic.Pointer[Middleware]
@@ -302,6 +303,23 @@ func (d *Device) InjectSyncFailure(reason string) {
 	d.syncFaults = append(d.syncFaults, reason)
 }
 
+// Reboot restarts the unit: what was not saved is lost. The running and pending configurations
+// are loaded from flash, asynchronous operations and sessions end, and the HA role is kept (a
+// failover is a separate knob).
+func (d *Device) Reboot() {
+	d.mu.Lock()
+	d.boots++
+	d.pending = d.flash.clone()
+	d.running = d.flash.clone()
+	d.runningGen++
+	d.applyState, d.saveState, d.syncStatus = applyIdle, saveIdle, syncIdle
+	d.applyErrs, d.saveErrs, d.syncErr = nil, nil, ""
+	d.sessions = map[string]time.Time{}
+	d.mu.Unlock()
+	d.refreshDataPlane()
+	d.log.Info("rebooted")
+}
+
 // ReleaseApply lets every hanging apply finish.
 func (d *Device) ReleaseApply() {
 	d.mu.Lock()
@@ -372,6 +390,15 @@ func (s Snapshot) Members(group string) map[string]int {
 	return out
 }
 
+// VirtualServerName returns a virtual server's Vname ("" when absent).
+func (s Snapshot) VirtualServerName(index string) string {
+	r := s.cfg.get(stVirtServer, []any{index})
+	if r == nil {
+		return ""
+	}
+	return r.str("VirtServerVname")
+}
+
 // RealServer returns a real server's columns (nil when absent).
 func (s Snapshot) RealServer(index string) map[string]any {
 	r := s.cfg.get(stRealServer, []any{index})
@@ -408,7 +435,7 @@ func (d *Device) startApply() *apiError {
 		f, d.applyFaults = d.applyFaults[0], d.applyFaults[1:]
 	}
 	release := d.release
-	go d.runApply(snap, f, release)
+	go d.runApply(snap, f, release, d.boots)
 	return nil
 }
 
@@ -423,7 +450,7 @@ func (d *Device) sleep(dur time.Duration) bool {
 	}
 }
 
-func (d *Device) runApply(snap *config, f ApplyFault, release chan struct{}) {
+func (d *Device) runApply(snap *config, f ApplyFault, release chan struct{}, boot uint64) {
 	if f.During != nil {
 		if !d.sleep(d.opts.ApplyDuration / 2) {
 			return
@@ -443,6 +470,10 @@ func (d *Device) runApply(snap *config, f ApplyFault, release chan struct{}) {
 		}
 	}
 	d.mu.Lock()
+	if d.boots != boot {
+		d.mu.Unlock()
+		return // rebooted meanwhile
+	}
 	errs := snap.validate(knownHealthIDs)
 	if f.Fail != "" {
 		errs = append(errs, f.Fail)
@@ -462,6 +493,10 @@ func (d *Device) runApply(snap *config, f ApplyFault, release chan struct{}) {
 			return
 		}
 		d.mu.Lock()
+		if d.boots != boot {
+			d.mu.Unlock()
+			return
+		}
 	}
 	d.running = snap
 	d.runningGen++
@@ -497,12 +532,16 @@ func (d *Device) startSave() *apiError {
 	if len(d.saveFaults) > 0 {
 		fail, d.saveFaults = d.saveFaults[0], d.saveFaults[1:]
 	}
+	boot := d.boots
 	go func() {
 		if !d.sleep(d.opts.SaveDuration) {
 			return
 		}
 		d.mu.Lock()
 		defer d.mu.Unlock()
+		if d.boots != boot {
+			return // rebooted meanwhile
+		}
 		if fail != "" {
 			d.saveState = saveFailed
 			d.saveErrs = []string{fail}

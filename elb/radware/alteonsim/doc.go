@@ -19,4 +19,14 @@
 //   - While an apply is in progress every configuration write and action answers 406 with an
 //     "application message" and no testErr (per-column validation errors carry testErr).
 //   - SlbEnhGroupRealServersTable shows the pending membership.
+//   - Reboot reloads running and pending from flash: unsaved changes are lost, as on the device.
+//
+// Refusals, and where they come from. As the device (reference and MIB): per-column validation
+// (406 with testErr and mibName) of enumerations, ranges and lengths — indexes 1..255 characters,
+// group and real server Name 0..255, virtual server Vname 0..128, HealthID 0..128; cross-object
+// checks at apply time; 401 on bad credentials; 405 for an unknown scalar. The simulator's own,
+// stricter than anything documented (so that clients relying on them are caught): the membership
+// and real-server deletion rules above, BackupReject (403 from a backup, opt-in), sync refused
+// while the peer applies, and the HealthID set checked at apply. The allowed characters of indexes
+// and names are unverified and not restricted.
 package alteonsim

@@ -295,7 +295,7 @@ var stores = map[string]*storeSchema{
 		cols: []column{
 			{name: "VirtServerIpAddress", kind: kindIP},
 			enumCol("VirtServerState", enumVirtState, 3),
-			strCol("VirtServerVname", 0, 255),
+			strCol("VirtServerVname", 0, 128), // MIB SIZE(0..128), shorter than the other names
 			enumCol("VirtServerIpVer", enumIPVer, 1),
 			strCol("VirtServerIpv6Addr", 0, 40),
 			deleteCol("VirtServerDelete"),

@@ -294,6 +294,13 @@ func TestInputLeniencyAndValidation(t *testing.T) {
 		{"real port 2..4 invalid", "/SlbNewCfgEnhVirtServicesTable/v/1", `{"VirtPort":80,"RealPort":3}`, 406, "SlbNewCfgEnhVirtServicesTable,RealPort"},
 		{"real port 0 accepted", "/SlbNewCfgEnhVirtServicesTable/v/1", `{"VirtPort":80,"RealPort":0}`, 200, ""},
 		{"int index must be numeric", "/SlbNewCfgEnhVirtServicesTable/v/x", `{}`, 406, "SlbNewCfgEnhVirtServicesTable,Index"},
+		// Name limits (MIB SIZE): Vname 0..128, group and real server Name 0..255, indexes 1..255.
+		{"virtual server name of 128", "/SlbNewCfgEnhVirtServerTable/v", `{"VirtServerVname":"` + strings.Repeat("n", 128) + `"}`, 200, ""},
+		{"virtual server name of 129", "/SlbNewCfgEnhVirtServerTable/v", `{"VirtServerVname":"` + strings.Repeat("n", 129) + `"}`, 406, "SlbNewCfgEnhVirtServerTable,VirtServerVname"},
+		{"group name of 255", "/SlbNewCfgEnhGroupTable/g", `{"Name":"` + strings.Repeat("n", 255) + `"}`, 200, ""},
+		{"group name of 256", "/SlbNewCfgEnhGroupTable/g", `{"Name":"` + strings.Repeat("n", 256) + `"}`, 406, "SlbNewCfgEnhGroupTable,Name"},
+		{"real server name of 256", "/SlbNewCfgEnhRealServerTable/r6", `{"Name":"` + strings.Repeat("n", 256) + `"}`, 406, "SlbNewCfgEnhRealServerTable,Name"},
+		{"index of 256", "/SlbNewCfgEnhRealServerTable/" + strings.Repeat("i", 256), `{}`, 406, "SlbNewCfgEnhRealServerTable,Index"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -171,6 +171,62 @@ type BackendGroupStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Clusters []ClusterSummary `json:"clusters,omitempty"`
+	// Members is each member's part in the group as the federation controller sees it, written on
+	// the Karmada template by the federation (never by AggregateStatus), sorted by name.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Members []MemberStatus `json:"members,omitempty"`
+	// ReportRequest is written by a member-mode controller: the value of the template's
+	// lbfed.io/report-request annotation it last reported for.
+	// +optional
+	ReportRequest string `json:"reportRequest,omitempty"`
+}
+
+// MemberState is a member's part in a federated BackendGroup.
+type MemberState string
+
+const (
+	// MemberContributing: the member is Ready and its current report's backends are registered.
+	MemberContributing MemberState = "Contributing"
+	// MemberStale: the member is Ready but Karmada delivers no current report for it; its last
+	// known backends are kept.
+	MemberStale MemberState = "Stale"
+	// MemberUnobserved: Karmada cannot observe the member (Cluster NotReady or gone, binding
+	// missing) and the grace period has not passed; its backends are kept.
+	MemberUnobserved MemberState = "Unobserved"
+	// MemberHeld: unobserved past the grace period, but kept: no other member serves (fail-static
+	// floor) or the group's policy is Keep.
+	MemberHeld MemberState = "Held"
+	// MemberWithdrawn: the member's backends are deregistered.
+	MemberWithdrawn MemberState = "Withdrawn"
+	// MemberRecovering: a withdrawn member is observed again; its backends come back with the
+	// first report it makes after its return (status.reportRequest ≥ Request).
+	MemberRecovering MemberState = "Recovering"
+)
+
+// MemberStatus is one member cluster's part in a federated BackendGroup.
+type MemberStatus struct {
+	// Name of the member cluster.
+	Name string `json:"name"`
+	// State of the member in this group.
+	State MemberState `json:"state"`
+	// Reason is a CamelCase reason for the state (ClusterNotReady, ClusterGone, BindingMissing,
+	// RemovedFromPlacement, NoOtherMemberServes, PolicyKeep, …).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Since is when the member entered this state.
+	// +optional
+	Since metav1.Time `json:"since,omitempty"`
+	// Message says what the federation does about it.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Request is the report request a Recovering member's report must echo.
+	// +optional
+	Request string `json:"request,omitempty"`
+	// Truncated: the member's report is cut to its byte budget (see its CandidatesTruncated).
+	// +optional
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // BackendGroup condition types (lbfed additions; metav1.Condition).
@@ -181,6 +237,16 @@ const (
 	// BackendGroupCandidatesTruncated: the member's candidates exceed its byte budget; the list was
 	// cut and the federation must not deregister what is missing from it.
 	BackendGroupCandidatesTruncated = "CandidatesTruncated"
+	// BackendGroupMembersWithdrawn (federation): True while some member's backends are withdrawn;
+	// the message names them, with reason and time.
+	BackendGroupMembersWithdrawn = "MembersWithdrawn"
+	// BackendGroupFailStatic (federation): True while unobserved members are kept past their grace
+	// period because no other member serves (or the policy is Keep): the front end's health checks
+	// decide for them.
+	BackendGroupFailStatic = "FailStatic"
+	// BackendGroupBindingMissing (federation): True while the group's ResourceBinding is missing or
+	// places it on no member; nothing is withdrawn before the grace period, and never below the floor.
+	BackendGroupBindingMissing = "BindingMissing"
 )
 
 // ClusterSummary is one member cluster's state of a federated BackendGroup.

@@ -1,5 +1,7 @@
 package v1beta1
 
+import "strings"
+
 // APIVersion is the apiVersion string of every v1beta1 object.
 const APIVersion = "lbcf.tkestack.io/v1beta1"
 
@@ -70,7 +72,45 @@ const (
 	ParamCluster = "lbfed.io/cluster"
 	// ParamWeight is the conventional per-backend weight parameter (tkestack/web sets it).
 	ParamWeight = "weight"
+
+	// AnnotationMemberLossPolicy on a BackendGroup template chooses what the federation does with
+	// the backends of a member it cannot observe (MemberLossPolicy values); the controller's
+	// --federation-member-loss-policy flag is the default.
+	AnnotationMemberLossPolicy = "lbfed.io/member-loss-policy"
+	// AnnotationReportRequest is written by the federation on a BackendGroup template when a
+	// withdrawn member returns; Karmada propagates it and the member controller echoes it in
+	// status.reportRequest, so that only a report made after the member's return restores it.
+	AnnotationReportRequest = "lbfed.io/report-request"
+	// AnnotationCandidatesBudget is written by the federation on a BackendGroup template: each
+	// member's share, in bytes, of the candidate data the group's ResourceBinding can hold.
+	AnnotationCandidatesBudget = "lbfed.io/candidates-budget"
 )
+
+// MemberLossPolicy is what the federation does with the backends of a member Karmada cannot
+// observe (Cluster NotReady or gone, binding missing) once the grace period has passed.
+type MemberLossPolicy string
+
+const (
+	// MemberLossFailStatic (default) withdraws an unobserved member only while another member of
+	// the group still serves; when every member is unobserved at once (a control-plane fault),
+	// all keep their backends.
+	MemberLossFailStatic MemberLossPolicy = "FailStatic"
+	// MemberLossWithdraw withdraws an unobserved member after the grace period, whatever the
+	// others do (a VIP may go empty on a control-plane fault).
+	MemberLossWithdraw MemberLossPolicy = "Withdraw"
+	// MemberLossKeep never withdraws an unobserved member: the front end's health checks decide.
+	MemberLossKeep MemberLossPolicy = "Keep"
+)
+
+// ParseMemberLossPolicy returns the policy named s (case-insensitive), or false.
+func ParseMemberLossPolicy(s string) (MemberLossPolicy, bool) {
+	for _, p := range []MemberLossPolicy{MemberLossFailStatic, MemberLossWithdraw, MemberLossKeep} {
+		if strings.EqualFold(s, string(p)) {
+			return p, true
+		}
+	}
+	return "", false
+}
 
 // ConditionStatus is the status of an LBCF condition.
 type ConditionStatus string

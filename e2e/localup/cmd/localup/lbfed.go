@@ -123,6 +123,8 @@ func printDemo(dir, kubectl, karmadaKubeconfig string) {
 	out, _ := exec.Command(kubectl, "--kubeconfig="+karmadaKubeconfig, "get", "lb,bg", "-n", d.Namespace, "-o", "wide").CombinedOutput()
 	fmt.Printf("  %s\n", strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", "\n  "))
 	fmt.Printf("\nBackend records, one per pod and load balancer: kubectl get br -n %s -o wide\n", d.Namespace)
+	fmt.Printf("Each member's part in the group (Contributing, Unobserved, Held, Withdrawn, Recovering; see README \"Member loss\"):\n")
+	fmt.Printf("  kubectl get bg -n %s -o custom-columns=GROUP:.metadata.name,MEMBER:.status.members[*].name,STATE:.status.members[*].state,REASON:.status.members[*].reason\n", d.Namespace)
 	fmt.Printf("Alteon simulator control API (failover, faults): %s\n\n", d.Alteon)
 }
 

@@ -1,0 +1,280 @@
+//go:build e2e
+
+package federation_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/lbfed/lbfed/e2e/deploy"
+	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/elb/bfe"
+)
+
+// bfeExample is a Deployment on m1 and m2 whose pods are registered, through one BackendGroup, on
+// one BFE route; an OverridePolicy gives m2 three times m1's sub-cluster weight.
+const bfeExample = `
+apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancerDriver
+metadata: {name: bfe, namespace: %[1]s}
+spec:
+  driverType: Webhook
+  url: %[2]s
+  webhooks:
+  - {name: validateLoadBalancer, timeout: 10s}
+  - {name: createLoadBalancer, timeout: 1m}
+  - {name: ensureLoadBalancer, timeout: 1m}
+  - {name: deleteLoadBalancer, timeout: 1m}
+  - {name: validateBackend, timeout: 10s}
+  - {name: generateBackendAddr, timeout: 10s}
+  - {name: ensureBackend, timeout: 1m}
+  - {name: deregisterBackend, timeout: 1m}
+---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancer
+metadata: {name: web-route, namespace: %[1]s}
+spec:
+  lbDriver: bfe
+  lbSpec: {host: %[3]s, name: e2e_web}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %[1]s}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: web
+        image: registry.example/web:1
+        ports: [{containerPort: 8080}]
+---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: BackendGroup
+metadata: {name: web, namespace: %[1]s}
+spec:
+  loadBalancers: [web-route]
+  pods:
+    byLabel: {selector: {app: web}}
+    ports: [{port: 8080, protocol: TCP}]
+  parameters: {weight: "1", lbfed.io/cluster-weight: "1"}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: %[1]s}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
+  placement:
+    clusterAffinity: {clusterNames: [m1, m2]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+        - {targetCluster: {clusterNames: [m1]}, weight: 1}
+        - {targetCluster: {clusterNames: [m2]}, weight: 1}
+---
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: web-weight, namespace: %[1]s}
+spec:
+  resourceSelectors:
+  - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
+  overrideRules:
+  - targetCluster: {clusterNames: [m2]}
+    overriders:
+      plaintext:
+      - {path: /spec/parameters/lbfed.io~1cluster-weight, operator: replace, value: "3"}
+`
+
+// TestFederatedBFE runs a real BFE (BFE_BIN, v1.8.4+) on loopback with elb-driver --backend=bfe:
+// one BackendGroup propagated to both members behind one BFE route, the members' sub-cluster
+// weights from an OverridePolicy, and traffic through BFE reaching pods of both members in that
+// proportion.
+func TestFederatedBFE(t *testing.T) {
+	bin := os.Getenv("BFE_BIN")
+	if bin == "" {
+		t.Skip("BFE_BIN is not set: the federated BFE case needs a BFE binary")
+	}
+	w := newWorld(t)
+	g := w.g
+	w.ex = deploy.Example{Namespace: "e2e-bfe"}
+	const host = "web.bfe.test"
+
+	ports, err := localup.FreePorts(5)
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	httpAddr, monitorAddr, driverAddr, driverMetrics := addr(0), addr(2), addr(3), addr(4)
+
+	// elb-driver first: it writes the store's first version, which bfe.conf names.
+	root := filepath.Join(w.topo.Dir(), "bfe-e2e")
+	dataDir := filepath.Join(root, "lbfed")
+	g.Expect(os.MkdirAll(root, 0o755)).To(Succeed())
+	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "elb-driver-bfe", Path: filepath.Join(w.topo.Dir(), "lbfed-bin", "elb-driver"),
+		Tier: localup.TierClient, Args: []string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
+			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }, wait, 200*time.Millisecond).Should(Succeed())
+
+	writeBFEConf(t, root, httpAddr, addr(1), monitorAddr, dataDir)
+	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "bfe", Path: bin, Dir: root, Tier: localup.TierClient,
+		Args: []string{"-c", root, "-l", filepath.Join(root, "log")}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { return httpOK("http://" + monitorAddr + "/monitor/host_table_version") }, wait, 200*time.Millisecond).Should(Succeed())
+	// The driver is healthy once BFE's monitor answers.
+	g.Eventually(func() error { return httpOK("http://" + driverMetrics + "/healthz") }, wait, 200*time.Millisecond).Should(Succeed())
+
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "http://"+driverAddr, host)), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			break
+		}
+		if len(obj.Object) > 0 {
+			g.Expect(deploy.Apply(w.ctx, w.karmada, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+		}
+	}
+
+	// Every Ready pod of both members is registered.
+	for _, m := range []string{"m1", "m2"} {
+		g.Eventually(func(g Gomega) {
+			pods := w.readyPods(m)
+			g.Expect(pods).NotTo(BeEmpty())
+			g.Expect(w.registered(m)).To(Equal(pods))
+		}, wait, time.Second).Should(Succeed(), m)
+	}
+	g.Expect(len(w.readyPods("m1")) + len(w.readyPods("m2"))).To(Equal(4))
+
+	// Traffic through BFE reaches both members, split 1:3 per request by the override.
+	hc := &http.Client{Timeout: 2 * time.Second}
+	split := func(n int) map[string]int {
+		seen := map[string]int{}
+		for i := 0; i < n; i++ {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+httpAddr+"/", nil)
+			req.Host = host
+			rsp, err := hc.Do(req)
+			if err != nil {
+				seen["error"]++
+				continue
+			}
+			var body struct {
+				Cluster string `json:"cluster"`
+			}
+			if rsp.StatusCode != http.StatusOK || json.NewDecoder(rsp.Body).Decode(&body) != nil {
+				body.Cluster = fmt.Sprintf("status %d", rsp.StatusCode)
+			}
+			rsp.Body.Close()
+			seen[body.Cluster]++
+		}
+		return seen
+	}
+	g.Eventually(func(g Gomega) {
+		seen := split(400)
+		t.Logf("400 requests through BFE: %v", seen)
+		g.Expect(seen).To(HaveLen(2))
+		g.Expect(seen["m1"]).To(BeNumerically("~", 100, 45), "m1 has sub-cluster weight 1")
+		g.Expect(seen["m2"]).To(BeNumerically("~", 300, 45), "m2 has sub-cluster weight 3 from the OverridePolicy")
+	}, wait, 2*time.Second).Should(Succeed())
+	g.Expect(metric(lbfed.FederationMetrics, "webhook_calls", `webhook_name="createLoadBalancer"`, w.ex.Namespace+"/bfe")).To(Equal(1.0),
+		"the BFE route is created once for both members")
+}
+
+func httpOK(url string) error {
+	rsp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, rsp.Status)
+	}
+	return nil
+}
+
+// writeBFEConf writes BFE's configuration root: bfe.conf bound to loopback (v1.8.4+ options) with
+// the routing files taken from the driver's store, and the TLS files BFE needs even for HTTP.
+func writeBFEConf(t *testing.T, root, httpAddr, httpsAddr, monitorAddr, dataDir string) {
+	t.Helper()
+	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
+	conf := fmt.Sprintf(`[Server]
+HttpPort = %s
+HttpsPort = %s
+MonitorPort = %s
+HttpAddr = 127.0.0.1
+HttpsAddr = 127.0.0.1
+MonitorAddr = 127.0.0.1
+MonitorEnabled = true
+GracefulShutdownTimeout = 2
+MonitorInterval = 20
+%s
+[HttpsBasic]
+ServerCertConf = tls_conf/server_cert_conf.data
+TlsRuleConf = tls_conf/tls_rule_conf.data
+ClientCABaseDir = tls_conf/client_ca
+ClientCRLBaseDir = tls_conf/client_crl
+
+[SessionCache]
+SessionCacheDisabled = true
+
+[SessionTicket]
+SessionTicketsDisabled = true
+`, port(httpAddr), port(httpsAddr), port(monitorAddr), bfe.BFEConfServerSection(dataDir))
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lbfed-e2e"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"bfe.conf":                       []byte(conf),
+		"tls_conf/server_cert_conf.data": []byte(`{"Version": "1", "Config": {"Default": "selfsigned", "CertConf": {"selfsigned": {"ServerCertFile": "tls_conf/certs/server.crt", "ServerKeyFile": "tls_conf/certs/server.key"}}}}`),
+		"tls_conf/tls_rule_conf.data":    []byte(`{"Version": "1", "DefaultNextProtos": ["http/1.1"], "Config": {}}`),
+		"tls_conf/certs/server.crt":      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		"tls_conf/certs/server.key":      pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
+		"tls_conf/client_ca/.keep":       nil,
+		"tls_conf/client_crl/.keep":      nil,
+		"log/.keep":                      nil,
+	}
+	for rel, b := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
