@@ -37,14 +37,13 @@ import (
 // simulated Alteon forwards the VIP to them. Every scenario runs under load through the VIP and
 // counts failed requests.
 
-// The federation's words for members and conditions (lbcf/api/v1beta1), spelled out while the
-// API lands.
+// The federation's words for members and conditions (wire values of lbcf/api/v1beta1).
 const (
-	memberContributing      = "Contributing"
-	memberHeld              = "Held"
-	memberWithdrawn         = "Withdrawn"
-	conditionFailStatic     = "FailStatic"
-	conditionBindingMissing = "BindingMissing"
+	memberContributing      = string(lbcfv1beta1.MemberContributing)
+	memberHeld              = string(lbcfv1beta1.MemberHeld)
+	memberWithdrawn         = string(lbcfv1beta1.MemberWithdrawn)
+	conditionFailStatic     = lbcfv1beta1.BackendGroupFailStatic
+	conditionBindingMissing = lbcfv1beta1.BackendGroupBindingMissing
 )
 
 // loadInterval is the pause between two requests through the VIP.
@@ -360,18 +359,47 @@ func TestFailStatic(t *testing.T) {
 		g.Expect(cut-notReady).To(BeNumerically(">", 2*grace), "both members were lost for well over the grace period")
 		// Evidence it acted, read at the end of the cut: it holds both members by the floor.
 		states, failStatic := w.memberStates(), w.conditionStatus(conditionFailStatic)
+		restored := time.Now()
 		w.restore("m1", "m2")
 		w.settled(g)
 		samples, res := s.stop(), l.stop()
 		t.Logf("both members cut for %s (Karmada saw both NotReady after %s); %s; %d samples of the device; at the end of the cut: members %v, FailStatic=%q",
 			cut, notReady.Round(time.Second), res, len(samples), states, failStatic)
 		g.Expect(res.Failed).To(BeZero(), "no request fails while the control plane cannot see the members")
-		g.Expect(samples).NotTo(BeEmpty())
+		var during, after []sample
 		for _, smp := range samples {
+			if smp.at.Before(restored) {
+				during = append(during, smp)
+			} else {
+				after = append(after, smp)
+			}
+		}
+		g.Expect(during).NotTo(BeEmpty())
+		for _, smp := range during {
 			for m, addrs := range before {
 				for _, a := range addrs {
 					g.Expect(smp.device).To(HaveKey(ipOf(a)), "%s: %s's backend %s stays on the device", smp.at.Format("15:04:05"), m, a)
 				}
+			}
+		}
+		// Karmada sees the members Ready again one after the other; the rule withdraws one that
+		// is past its grace while another serves, so the later one may leave the device for the
+		// seconds in between. Not an outage (the other serves), but reported.
+		for m, addrs := range before {
+			var first, last time.Time
+			for _, smp := range after {
+				for _, a := range addrs {
+					if !smp.device[ipOf(a)] {
+						if first.IsZero() {
+							first = smp.at
+						}
+						last = smp.at
+					}
+				}
+			}
+			if !first.IsZero() {
+				t.Logf("after the links came back, %s's backends were off the device from %s to %s (%s after the restore)",
+					m, first.Format("15:04:05"), last.Format("15:04:05"), first.Sub(restored).Round(time.Second))
 			}
 		}
 		g.Expect(res.ByMember).To(And(HaveKey("m1"), HaveKey("m2")), "both members served all along")
