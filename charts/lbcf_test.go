@@ -204,6 +204,8 @@ func TestLBCFRejectsBadValues(t *testing.T) {
 		"unknown backend":               {[]string{"elbDriver.enabled=true", "elbDriver.backend=f5"}, "radware or bfe"},
 		"relative BFE directory":        {[]string{"elbDriver.enabled=true", "elbDriver.backend=bfe", "elbDriver.bfe.dataDir=bfe"}, "absolute path"},
 		"elb-controller without Alteon": {[]string{"elbController.enabled=true"}, "elbController.alteon.urls"},
+		"two writers on one Alteon pair": {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={https://alteon-a/,https://alteon-b}", "elbDriver.radware.passwordSecret.name=p",
+			"elbController.enabled=true", "elbController.alteon.urls={https://alteon-c,https://ALTEON-A}", "elbController.alteon.passwordSecret.name=p"}, "one writer per Alteon pair"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,6 +33,8 @@ type federationComponent struct {
 	clientBurst                                 int
 	leaderElect                                 bool
 	leaderElectNamespace                        string
+	leaseDuration, renewDeadline, retryPeriod   time.Duration
+	releaseOnCancel                             bool
 	metricsAddr, probeAddr                      string
 	profiling                                   bool
 	driverCA, driverClientCert, driverClientKey string
@@ -51,6 +53,10 @@ func (c *federationComponent) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.clientBurst, "federation-client-burst", 1000, "burst of queries to the Karmada API server")
 	fs.BoolVar(&c.leaderElect, "federation-leader-elect", true, "run only while holding the lbfed-controller lease, so that two replicas never call drivers twice")
 	fs.StringVar(&c.leaderElectNamespace, "federation-leader-elect-namespace", "karmada-system", "namespace of the leader-election lease in the Karmada API server")
+	fs.DurationVar(&c.leaseDuration, "federation-leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the leader's last renewal before it takes the lease: the failover time when the leader dies")
+	fs.DurationVar(&c.renewDeadline, "federation-leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it gives up leading and exits (less than the lease duration)")
+	fs.DurationVar(&c.retryPeriod, "federation-leader-elect-retry-period", 2*time.Second, "how often the leader renews and a standby tries to acquire the lease")
+	fs.BoolVar(&c.releaseOnCancel, "federation-leader-elect-release-on-cancel", true, "on shutdown (SIGTERM), release the lease once the controllers have stopped, so that a standby takes over at once instead of after the lease duration")
 	fs.StringVar(&c.metricsAddr, "federation-metrics-bind-address", ":8080", "address of the federation's /metrics (0 disables)")
 	fs.StringVar(&c.probeAddr, "federation-health-probe-bind-address", ":8081", "address of the federation's /healthz and /readyz (0 disables)")
 	fs.BoolVar(&c.profiling, "federation-profiling", false, "serve net/http/pprof under /debug/pprof/ on the federation's metrics address (troubleshooting only)")
@@ -85,7 +91,12 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		LeaderElection:          c.leaderElect,
 		LeaderElectionID:        "lbfed-controller-federation",
 		LeaderElectionNamespace: c.leaderElectNamespace,
-		Cache:                   federation.CacheOptions(),
+		// Safe because run returns, and the process exits, as soon as the manager has stopped.
+		LeaderElectionReleaseOnCancel: c.releaseOnCancel,
+		LeaseDuration:                 &c.leaseDuration,
+		RenewDeadline:                 &c.renewDeadline,
+		RetryPeriod:                   &c.retryPeriod,
+		Cache:                         federation.CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,8 +77,11 @@ type Deployment struct {
 	AlteonControl string
 	// FederationMetrics is lbfed-controller's federation /metrics URL.
 	FederationMetrics string
-	// Processes are lbfed's processes (the chart's workloads and the front end).
+	// Processes are lbfed's processes (the chart's workloads and the front end); one that exits
+	// on its own is started again and replaced here.
 	Processes []*localup.Process
+
+	mu sync.Mutex
 }
 
 // Namespaces of the chart's workloads.
@@ -140,8 +144,41 @@ func (d *Deployment) start(t *localup.Topology, spec localup.ProcessSpec) error 
 	if err != nil {
 		return err
 	}
+	d.mu.Lock()
 	d.Processes = append(d.Processes, p)
+	d.mu.Unlock()
+	go d.restartOnExit(t, spec, p)
 	return nil
+}
+
+// restartOnExit starts a controller again when it exits on its own, as the kubelet restarts a
+// Deployment's pod. Controllers exit by design when they lose their leader lease — e.g. a member's
+// lbcf-controller while a test pauses that member's API server — and a member that stays without
+// its controller would never report again.
+func (d *Deployment) restartOnExit(t *localup.Topology, spec localup.ProcessSpec, p *localup.Process) {
+	for {
+		<-p.Done()
+		if p.StopRequested() {
+			return
+		}
+		time.Sleep(time.Second)
+		if p.StopRequested() {
+			return
+		}
+		next, err := t.StartProcess(spec)
+		if err != nil {
+			return // the run is stopping
+		}
+		p.MarkReplaced()
+		d.mu.Lock()
+		for i := range d.Processes {
+			if d.Processes[i] == p {
+				d.Processes[i] = next
+			}
+		}
+		d.mu.Unlock()
+		p = next
+	}
 }
 
 func loopbackPorts(n int) ([]string, error) {

@@ -63,6 +63,9 @@ type Process struct {
 	waitErr error
 	oneShot bool        // started by run: exiting is its job
 	stopped atomic.Bool // signalled by stop: exiting is expected
+	// replaced: the process exited on its own and its owner started another in its place (as a
+	// Deployment restarts a pod): its exit is not reported by CheckProcesses.
+	replaced atomic.Bool
 }
 
 // PID is the process id.
@@ -80,6 +83,12 @@ func (p *Process) Exited() (bool, error) {
 		return false, nil
 	}
 }
+
+// StopRequested reports whether the run stopped the process (its exit was expected).
+func (p *Process) StopRequested() bool { return p.stopped.Load() }
+
+// MarkReplaced records that p exited on its own and another process took its place.
+func (p *Process) MarkReplaced() { p.replaced.Store(true) }
 
 // LogTail returns the last n lines of the process's log.
 func (p *Process) LogTail(n int) string {
@@ -337,7 +346,7 @@ func (s *supervisor) daemons() []*Process {
 // firstUnexpectedExit returns an error for the first process that exited without being stopped.
 func (s *supervisor) firstUnexpectedExit() error {
 	for _, p := range s.processes() {
-		if exited, _ := p.Exited(); exited && !p.stopped.Load() && !p.oneShot {
+		if exited, _ := p.Exited(); exited && !p.stopped.Load() && !p.oneShot && !p.replaced.Load() {
 			return p.exitError()
 		}
 	}

@@ -218,4 +218,14 @@ group: cert-manager.io
 {{- if gt (len .Values.elbController.alteon.urls) 2 }}{{ fail "elbController.alteon.urls: at most two Alteon units (an HA pair)" }}{{ end }}
 {{- if not .Values.elbController.alteon.passwordSecret.name }}{{ fail "elbController.alteon.passwordSecret.name is required" }}{{ end }}
 {{- end }}
+{{- /* One writer per Alteon pair: the pending configuration is global to a unit. */}}
+{{- if and .Values.elbDriver.enabled (eq .Values.elbDriver.backend "radware") .Values.elbController.enabled }}
+{{- range $d := .Values.elbDriver.radware.urls }}
+{{- range $c := $.Values.elbController.alteon.urls }}
+{{- if eq (trimSuffix "/" $d | lower) (trimSuffix "/" $c | lower) }}
+{{- fail (printf "elbDriver.radware.urls and elbController.alteon.urls both name %s: one writer per Alteon pair (an apply commits every writer's pending edits, a revert discards them); give each its own pair" $d) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
