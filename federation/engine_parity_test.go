@@ -2,11 +2,21 @@ package federation_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -21,7 +31,7 @@ import (
 
 // startStoppableController runs the federation controller in-process (group resync one hour, so
 // nothing here relies on it) and returns a function that stops it.
-func (e *env) startStoppableController() (stop func()) {
+func (e *env) startStoppableController(mutate ...func(*controller.Options)) (stop func()) {
 	skip := true
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions()})
@@ -30,6 +40,9 @@ func (e *env) startStoppableController() (stop func()) {
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
 	}}
+	for _, m := range mutate {
+		m(&opts.Options)
+	}
 	_, err = federation.Setup(e.ctx, mgr, opts)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)
@@ -116,4 +129,102 @@ func TestSharedAddressAcrossMembersStaysForTheLastHolder(t *testing.T) {
 		"b": report(nil, 1, 1, false, pod{"b-1", "10.0.0.2", true}),
 	})
 	g.Eventually(e.backends, wait).Should(ConsistOf("10.0.0.2:80"), "the last holder deregisters")
+}
+
+// karmadaProxy serves Karmada's cluster proxy for one member, forwarding to the test's API
+// server as that member's; other members are not found, as a member Karmada cannot reach.
+func karmadaProxy(t *testing.T, cfg *rest.Config, member string) *httptest.Server {
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = rt
+	prefix := "/apis/cluster.karmada.io/v1alpha1/clusters/" + member + "/proxy"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, prefix+"/") {
+			http.Error(w, `{"kind":"Status","code":503,"message":"cluster unreachable"}`, http.StatusServiceUnavailable)
+			return
+		}
+		r.URL.Path = strings.TrimPrefix(r.URL.Path, prefix)
+		r.Host = target.Host
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// Drivers get the member's own pod (labels, annotations, container statuses, full UID), read
+// through Karmada's cluster proxy; when the member cannot be reached, the synthetic pod, which
+// says so.
+func TestDriversGetTheMemberPod(t *testing.T) {
+	e := newEnvWithoutController(t)
+	g := e.g
+	proxy := karmadaProxy(t, e.cfg, e.ns+"-a")
+	pods, err := controller.NewClusterProxyPods(&rest.Config{Host: proxy.URL}, time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	e.startStoppableController(func(o *controller.Options) { o.MemberPods = pods })
+
+	// Member a's pod, in the API server the proxy serves as member a (no controller-manager
+	// makes the default ServiceAccount here).
+	g.Expect(e.c.Create(e.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: e.ns}})).To(Succeed())
+	real := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Namespace: e.ns, Labels: map[string]string{"app": "web", "team": "blue", memdriver.KeepLabel: "true"},
+		Annotations: map[string]string{"note": "from member a"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}, NodeName: "node-a"}}
+	g.Expect(e.c.Create(e.ctx, real)).To(Succeed())
+	real.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}},
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, Image: "none"}}}
+	g.Expect(e.c.Status().Update(e.ctx, real)).To(Succeed())
+
+	e.world("a", "b")
+	// The driver judges not-Ready pods: it keeps those labelled KeepLabel=true.
+	bg := &lbcfv1beta1.BackendGroup{}
+	g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(e.bg), bg)).To(Succeed())
+	policy := lbcfv1beta1.DeregisterWebhook
+	bg.Spec.DeregisterPolicy = &policy
+	bg.Spec.DeregisterWebhook = &lbcfv1beta1.DeregisterWebhookSpec{DriverName: "mem"}
+	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	withUID := func(name, ip string, uid types.UID, ready bool) *runtime.RawExtension {
+		enc, _ := lbcfv1beta1.EncodeCandidates(nil, []lbcfv1beta1.Candidate{{Kind: lbcfv1beta1.CandidatePod, Name: name, UID: lbcfv1beta1.ShortUID(uid),
+			IPs: []string{ip}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: ready}}, 0)
+		raw, _ := json.Marshal(map[string]any{"candidates": enc, "backends": 1, "observedGeneration": bg.Generation, "generation": bg.Generation, "resourceTemplateGeneration": bg.Generation})
+		return &runtime.RawExtension{Raw: raw}
+	}
+	e.setReports(map[string]*runtime.RawExtension{"a": withUID("a-0", "10.0.0.1", real.UID, true), "b": withUID("b-0", "10.0.1.1", "b-0-uid", true)})
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.0.0.1:80", "10.0.1.1:80"))
+
+	sent := map[string]corev1.Pod{}
+	for _, c := range e.drv.Calls(driver.GenerateBackendAddr) {
+		p := c.Request.(*driver.GenerateBackendAddrRequest).PodBackend.Pod
+		sent[p.Name] = p
+	}
+	g.Expect(sent).To(HaveKey("a-0"))
+	g.Expect(sent).To(HaveKey("b-0"))
+	a := sent["a-0"]
+	g.Expect(a.UID).To(Equal(real.UID), "the full UID")
+	g.Expect(a.Labels).To(And(HaveKeyWithValue("team", "blue"), HaveKeyWithValue(lbcfv1beta1.LabelCluster, e.ns+"-a")))
+	g.Expect(a.Annotations).To(And(HaveKeyWithValue("note", "from member a"), HaveKeyWithValue(controller.AnnotationPodSource, controller.PodSourceMember)))
+	g.Expect(a.Status.ContainerStatuses).To(HaveLen(1))
+	b := sent["b-0"]
+	g.Expect(b.Annotations).To(HaveKeyWithValue(controller.AnnotationPodSource, controller.PodSourceSynthetic))
+	g.Expect(b.Annotations).To(HaveKeyWithValue(controller.AnnotationPodSourceReason, ContainSubstring("unreachable")))
+	g.Expect(b.Labels).To(HaveKeyWithValue(lbcfv1beta1.LabelCluster, e.ns+"-b"))
+	g.Expect(b.Status.PodIP).To(Equal("10.0.1.1"), "the synthetic pod still carries what the report knows")
+
+	// Both pods turn not Ready: judgePodDeregister sees a-0's labels (and echoes its full UID),
+	// so a-0 stays registered; b-0's synthetic pod has none, so it goes.
+	e.setReports(map[string]*runtime.RawExtension{"a": withUID("a-0", "10.0.0.1", real.UID, false), "b": withUID("b-0", "10.0.1.1", "b-0-uid", false)})
+	g.Eventually(e.backends, wait).Should(ConsistOf("10.0.0.1:80"))
+	judged := e.drv.Calls(driver.JudgePodDeregister)
+	g.Expect(judged).NotTo(BeEmpty())
+	var names []string
+	for _, p := range judged[len(judged)-1].Request.(*driver.JudgePodDeregisterRequest).NotReadyPods {
+		names = append(names, p.Name+"="+p.Annotations[controller.AnnotationPodSource])
+	}
+	g.Expect(names).To(ConsistOf("a-0="+controller.PodSourceMember, "b-0="+controller.PodSourceSynthetic))
 }

@@ -165,6 +165,9 @@ func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lb
 				return ctrl.Result{RequeueAfter: r.WaitingRecordResync}, nil
 			}
 			r.wakeups.done(key)
+			if c := br.Labels[lbcfv1beta1.LabelCluster]; pod != nil && c != "" {
+				pod.Pod = *memberPod(ctx, r.MemberPods, c, &pod.Pod)
+			}
 			rsp, err := r.Invoker.GenerateBackendAddr(ctx, ep, &driver.GenerateBackendAddrRequest{
 				RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.GenerateBackendAddr, string(br.UID))},
 				DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, LBAttributes: br.Spec.LBAttributes, Parameters: br.Spec.Parameters,

@@ -70,6 +70,10 @@ type Options struct {
 	BackendSuccessEvents bool
 	// OnRegistered, when set, is called when a record becomes Registered (for latency metrics).
 	OnRegistered func(*lbcfv1beta1.BackendRecord)
+	// MemberPods, when set, reads federated backends' real pods for the requests that carry a
+	// pod (generateBackendAddr, judgePodDeregister); without it, or when a member cannot be read,
+	// drivers get the synthetic pod (see AnnotationPodSource).
+	MemberPods MemberPodFetcher
 }
 
 // Defaults fills unset fields with the original LBCF's defaults (and lbfed's worker counts).
