@@ -56,7 +56,8 @@ type Options struct {
 	// DriverCallBudget bounds the record reconciles calling one driver at once, so that a driver
 	// whose calls hang holds at most that many of the BackendRecordWorkers (0: half of them).
 	// DegradedDriverCallBudget applies instead while the driver's healthz says unhealthy or since
-	// one of its calls timed out (0: 2).
+	// one of its calls timed out (0: 2); it bounds the driver's LoadBalancer reconciles too,
+	// which otherwise get half of the LoadBalancerWorkers per driver.
 	DriverCallBudget, DegradedDriverCallBudget int
 	// WaitingRecordResync is how often a record whose backend is not eligible for an address is
 	// looked at again: a safety net, as its group wakes it when the backend turns eligible.

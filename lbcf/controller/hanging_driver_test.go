@@ -85,3 +85,25 @@ func TestHangingDriverDoesNotStarveOthers(t *testing.T) {
 		})
 	}
 }
+
+// The same for load balancers: a driver whose createLoadBalancer hangs holds at most half of the
+// LoadBalancer workers; another driver's load balancer is created meanwhile.
+func TestHangingDriverDoesNotStallOtherLoadBalancers(t *testing.T) {
+	e := newEnv(t)
+	g := e.g
+	e.start(fastOptions()) // 8 LoadBalancer workers
+	hang := e.secondDriver("hang", func(d *lbcfv1beta1.LoadBalancerDriver) {
+		d.Spec.Webhooks = []lbcfv1beta1.WebhookConfig{{Name: driver.CreateLoadBalancer, Timeout: metav1.Duration{Duration: time.Minute}}}
+	})
+	hang.Inject(driver.CreateLoadBalancer, memdriver.Fault{Latency: time.Hour})
+	e.driverObj("mem")
+	for i := 0; i < 10; i++ {
+		e.lb("hang-"+itoa(int32(i)), "hang")
+	}
+	g.Eventually(func() int { n, _ := hang.InFlight(driver.CreateLoadBalancer); return n }, wait).Should(BeNumerically(">=", 4))
+	e.lb("lb1", "mem")
+	e.lbID("lb1")
+	now, peak := hang.InFlight(driver.CreateLoadBalancer)
+	g.Expect(now).To(BeNumerically(">", 0), "the hanging calls are still open")
+	g.Expect(peak).To(BeNumerically("<=", 4), "half of the 8 workers")
+}
