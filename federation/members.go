@@ -170,12 +170,13 @@ func decide(in planInput) *groupPlan {
 			// Still unobserved after its withdrawal (or gone again while recovering).
 			m.status.State, m.status.Reason = lbcfv1beta1.MemberWithdrawn, o.reason
 			m.authoritative = true
-		case !o.removed && in.now.Sub(o.since) < in.grace:
+		case !o.removed && in.now.Sub(graceStart(o, prev, hadPrev)) < in.grace:
+			start := graceStart(o, prev, hadPrev)
 			m.report = o.last
 			m.authoritative = false
 			m.status.State, m.status.Reason = lbcfv1beta1.MemberUnobserved, o.reason
-			left := in.grace - in.now.Sub(o.since)
-			m.status.Message = fmt.Sprintf("unobserved since %s; its backends are kept until the grace period ends at %s", o.since.UTC().Format(time.RFC3339), o.since.Add(in.grace).UTC().Format(time.RFC3339))
+			left := in.grace - in.now.Sub(start)
+			m.status.Message = fmt.Sprintf("unobserved since %s; its backends are kept until the grace period ends at %s", o.since.UTC().Format(time.RFC3339), start.Add(in.grace).UTC().Format(time.RFC3339))
 			if p.requeue == 0 || left < p.requeue {
 				p.requeue = left
 			}
@@ -212,6 +213,18 @@ func decide(in planInput) *groupPlan {
 				m.status.Message = fmt.Sprintf("unobserved (%s) since %s, but no other member serves: its backends stay (fail-static), the front end's health checks decide", o.reason, o.since.UTC().Format(time.RFC3339))
 			}
 		}
+		if prev, ok := in.previous[o.name]; withdraw && !removed && in.policy != lbcfv1beta1.MemberLossWithdraw && ok && prev.State == lbcfv1beta1.MemberHeld {
+			// The floor held it because no member was observed; one is again. Members lost in the
+			// same fault come back one by one as Karmada notices them: give this one a grace period
+			// of its own from now before withdrawing it.
+			withdraw = false
+			m.status.State, m.status.Reason = lbcfv1beta1.MemberUnobserved, o.reason
+			m.status.Message = fmt.Sprintf("unobserved (%s) since %s; another member serves again, so its backends are kept until a new grace period ends at %s",
+				o.reason, o.since.UTC().Format(time.RFC3339), in.now.Add(in.grace).UTC().Format(time.RFC3339))
+			if p.requeue == 0 || in.grace < p.requeue {
+				p.requeue = in.grace
+			}
+		}
 		if withdraw {
 			m.report, m.authoritative = nil, true
 			m.status.State, m.status.Reason = lbcfv1beta1.MemberWithdrawn, o.reason
@@ -236,6 +249,15 @@ func decide(in planInput) *groupPlan {
 		p.request = newRequest
 	}
 	return p
+}
+
+// graceStart is when a member's grace period began: when it became unobserved, or later when the
+// floor let it go (its previous Unobserved state then carries the later time).
+func graceStart(o observation, prev lbcfv1beta1.MemberStatus, hadPrev bool) time.Time {
+	if hadPrev && prev.State == lbcfv1beta1.MemberUnobserved && prev.Since.Time.After(o.since) {
+		return prev.Since.Time
+	}
+	return o.since
 }
 
 // nextRequest returns a report request greater than current: the time in milliseconds, or

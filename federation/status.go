@@ -104,7 +104,7 @@ func (s *Source) event(bg *lbcfv1beta1.BackendGroup, was, now lbcfv1beta1.Member
 		return
 	}
 	// The member's Cluster is the related object: events of two members are two series.
-	member := &clusterv1alpha1.Cluster{TypeMeta: metav1.TypeMeta{APIVersion: clusterv1alpha1.SchemeGroupVersion.String(), Kind: "Cluster"},
+	member := &clusterv1alpha1.Cluster{TypeMeta: metav1.TypeMeta{APIVersion: clusterv1alpha1.GroupVersion.String(), Kind: "Cluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: now.Name}}
 	s.Recorder.Eventf(bg, member, typ, reason, "Federate", "member %s: %s (%s): %s", now.Name, now.State, now.Reason, now.Message)
 }

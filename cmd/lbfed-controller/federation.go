@@ -28,6 +28,8 @@ type federationComponent struct {
 	engine                                      controller.Options
 	grace, resync                               time.Duration
 	memberLossPolicy                            string
+	memberPods                                  bool
+	memberPodTTL                                time.Duration
 	candidatesBudget                            int
 	clientQPS                                   float64
 	clientBurst                                 int
@@ -47,6 +49,8 @@ func (c *federationComponent) addFlags(fs *flag.FlagSet) {
 	c.engine.AddFlags(fs, "federation-")
 	fs.DurationVar(&c.grace, "federation-grace-period", time.Minute, "how long a member may be unobserved (Karmada Cluster NotReady or gone, the group's ResourceBinding missing or empty) before the member-loss policy applies; Karmada itself notices an unreachable member after about 30-40s")
 	fs.StringVar(&c.memberLossPolicy, "federation-member-loss-policy", string(lbcfv1beta1.MemberLossFailStatic), "what happens to an unobserved member's backends after the grace period, unless a group's lbfed.io/member-loss-policy annotation says otherwise: FailStatic (withdrawn only while another member of the group serves; when every member is unobserved at once all are kept), Withdraw (always withdrawn), Keep (never withdrawn: the front end's health checks decide)")
+	fs.BoolVar(&c.memberPods, "federation-member-pods", true, "send drivers (generateBackendAddr, judgePodDeregister) the member's real Pod, read through Karmada's cluster proxy (needs clusters/proxy in Karmada and get pods in the members, as the lbfed chart grants); when a member cannot be read, a pod rebuilt from its report annotated lbfed.io/pod-source: synthetic")
+	fs.DurationVar(&c.memberPodTTL, "federation-member-pod-cache-ttl", 10*time.Second, "how long a member's pod (or a failure to read it) is reused")
 	fs.IntVar(&c.candidatesBudget, "federation-candidates-budget-bytes", federation.DefaultCandidatesBudget, "candidate data one BackendGroup's ResourceBinding may carry over all its members (etcd refuses objects over 1.5 MiB); each member is told its share through the template's lbfed.io/candidates-budget annotation")
 	fs.DurationVar(&c.resync, "federation-resync-period", 5*time.Minute, "every BackendGroup is reconciled at least this often")
 	fs.Float64Var(&c.clientQPS, "federation-client-qps", 500, "queries per second to the Karmada API server")
@@ -111,6 +115,13 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 	}
 	opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync, MemberLossPolicy: policy, CandidatesBudget: c.candidatesBudget,
 		ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry, mgr.GetClient())}
+	if c.memberPods {
+		pods, err := controller.NewClusterProxyPods(mgr.GetConfig(), c.memberPodTTL)
+		if err != nil {
+			return nil, fmt.Errorf("member pods through the cluster proxy: %w", err)
+		}
+		opts.MemberPods = pods
+	}
 	opts.Invoker = driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
 	opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
 	opts.Metrics = controller.NewMetrics(ctrlmetrics.Registry)

@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -332,6 +333,11 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	// Every member: what the propagation policy put there, run as lbcf-controller --mode=member.
 	for i, m := range members {
 		hook, metrics, probe := a[3+3*i], a[4+3*i], a[5+3*i]
+		// A member in its own network namespace (localup.ClusterOptions.NetNS) runs its
+		// lbcf-controller inside, as its pod would be: it keeps its API server, and the API
+		// server its webhook (on the namespace's own 127.0.0.1), when Karmada is cut off.
+		// Metrics and probes listen on the member's address, reachable from here too.
+		metrics, probe = onAddress(metrics, m.Address()), onAddress(probe, m.Address())
 		mc, err := client.New(m.RESTConfig(), client.Options{Scheme: Scheme})
 		if err != nil {
 			return err
@@ -374,7 +380,7 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 			"kubeconfig": kubeconfig, "cert-dir": dir, "webhook-host": "127.0.0.1", "webhook-port": port,
 			"metrics-bind-address": metrics, "health-probe-bind-address": probe,
 		})
-		if err := d.start(t, localup.ProcessSpec{Name: "lbcf-controller-" + m.Name(), Path: filepath.Join(opts.Bin, "lbcf-controller"), Args: args}); err != nil {
+		if err := d.start(t, localup.ProcessSpec{Name: "lbcf-controller-" + m.Name(), Path: filepath.Join(opts.Bin, "lbcf-controller"), Args: args, NetNS: m.NetNS()}); err != nil {
 			return err
 		}
 		if err := waitHTTP(ctx, "http://"+probe+"/readyz", nil); err != nil {
@@ -446,6 +452,12 @@ func poll(ctx context.Context, timeout time.Duration, f func() error) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// onAddress moves host:port to ip:port.
+func onAddress(hostPort, ip string) string {
+	_, port, _ := cutPort(hostPort)
+	return net.JoinHostPort(ip, port)
 }
 
 func cutPort(addr string) (string, string, bool) {

@@ -22,11 +22,18 @@ var lbfed *deploy.Deployment
 
 func TestMain(m *testing.M) {
 	// lbfed's CRDs come with its chart (deploy.Start), as in a real install.
-	testenv.MainTopology(m, localup.TopologyOptions{AfterReady: []func(context.Context, *localup.Topology) error{startLbfed}})
+	// Members in network namespaces of their own where this process may create them (root), so
+	// that TestFailStatic can cut them off from Karmada; elsewhere it skips.
+	testenv.MainTopology(m, localup.TopologyOptions{
+		MemberNetNS: localup.NetNSSupported() == nil,
+		AfterReady:  []func(context.Context, *localup.Topology) error{startLbfed},
+	})
 }
 
-// grace is the federation's NotReady grace period in this suite.
-const grace = 10 * time.Second
+// grace is the federation's NotReady grace period in this suite: above the ≈10 s by which
+// Karmada may see two members cut at once go NotReady one after the other, so that such a cut
+// counts as every member lost at once.
+const grace = 20 * time.Second
 
 func startLbfed(ctx context.Context, t *localup.Topology) error {
 	root, err := binaries.RepoRoot()

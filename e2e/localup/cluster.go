@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -49,6 +50,12 @@ type ClusterOptions struct {
 	// CRDs are installed, and Established, before StartCluster returns (e.g. lbfed's, from
 	// github.com/lbfed/lbfed/lbcf/api/crd.CRDs()).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
+	// NetNS runs the cluster's own etcd, apiserver, controllers and kwok in a new network
+	// namespace joined to the host by two links (see Link): Karmada dials the API server over
+	// one (PeerKubeconfigPath), which a test can cut; everything else over the other (Address,
+	// KubeconfigPath). Pod IPs and the pod responder stay on 127.x in the host. Needs root and
+	// the ip command (NetNSSupported). Within a topology such a member has its own etcd.
+	NetNS bool
 	// APIServerArgs are appended to kube-apiserver's flags (later flags win).
 	APIServerArgs []string
 	// StartTimeout bounds each readiness wait. Default 90s: generous for a loaded 2-core CI box.
@@ -102,7 +109,11 @@ type Cluster struct {
 	timeout    time.Duration
 	apiserver  *Process
 	network    *podNetwork
-	ownsRun    bool // plain cluster: Stop stops every process of the run
+	ns         *netNamespace // nil unless ClusterOptions.NetNS
+	addr       string        // where the cluster's endpoints listen: 127.0.0.1, or ns.adminAddr
+	peerHost   string        // the apiserver URL over the peer link (= host without NetNS)
+	peerConfig string        // kubeconfig for peerHost
+	ownsRun    bool          // plain cluster: Stop stops every process of the run
 	tempDir    bool
 	keepDir    bool
 	responder  *podresponder.Responder
@@ -121,7 +132,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 			return nil, fmt.Errorf("start cluster %s: %w", opts.Name, err)
 		}
 	}
-	c = &Cluster{name: opts.Name, dir: opts.Dir, bins: opts.Binaries, log: opts.Logger.WithValues("cluster", opts.Name), timeout: opts.StartTimeout}
+	c = &Cluster{name: opts.Name, dir: opts.Dir, bins: opts.Binaries, log: opts.Logger.WithValues("cluster", opts.Name), timeout: opts.StartTimeout, addr: "127.0.0.1"}
 	if c.dir == "" {
 		if c.dir, err = os.MkdirTemp("", "localup-"+opts.Name+"-"); err != nil {
 			return nil, fmt.Errorf("start cluster %s: %w", opts.Name, err)
@@ -155,12 +166,27 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 			return c, err
 		}
 	}
+	etcd := opts.etcd
+	if opts.NetNS {
+		if c.ns, err = createNetNamespace(c.name); err != nil {
+			return c, err
+		}
+		c.addr = c.ns.adminAddr.String()
+		c.log.V(1).Info("network namespace", "netns", c.ns.name, "peer", c.ns.peerAddr, "admin", c.ns.adminAddr)
+		if c.pki, err = c.pki.withServingIPs(filepath.Join(c.dir, c.name+"-pki"), c.ns.peerAddr.AsSlice(), c.ns.adminAddr.AsSlice()); err != nil {
+			return c, err
+		}
+		etcd = nil // the shared etcd is out of reach: the cluster gets its own, inside
+	}
 	if c.httpClient, err = c.pki.httpClient(); err != nil {
 		return c, err
 	}
-	etcd := opts.etcd
 	if etcd == nil {
-		if etcd, err = startEtcd(ctx, c.sup, c.bins, opts.Name+"-etcd", filepath.Join(c.dir, "etcd"), c.timeout); err != nil {
+		dataDir := filepath.Join(c.dir, "etcd")
+		if opts.NetNS {
+			dataDir = filepath.Join(c.dir, c.name+"-etcd") // next to a topology's shared etcd
+		}
+		if etcd, err = startEtcd(ctx, c.sup, c.bins, opts.Name+"-etcd", dataDir, c.timeout, c.addr, c.netns()); err != nil {
 			return c, err
 		}
 	}
@@ -220,8 +246,35 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 // Name is the cluster's name.
 func (c *Cluster) Name() string { return c.name }
 
-// Host is the apiserver URL, https://127.0.0.1:<port>.
+// Host is the apiserver URL, https://<Address>:<port>.
 func (c *Cluster) Host() string { return c.host }
+
+// Address is the IP the cluster's endpoints are reached at, from the host and from inside its
+// network namespace alike: 127.0.0.1, or the admin link's inside address with NetNS. A process
+// started inside the namespace (ProcessSpec.NetNS) should listen there to be reachable.
+func (c *Cluster) Address() string { return c.addr }
+
+// NetNS is the name of the cluster's network namespace, or "" without ClusterOptions.NetNS.
+func (c *Cluster) NetNS() string { return c.netns() }
+
+func (c *Cluster) netns() string {
+	if c.ns == nil {
+		return ""
+	}
+	return c.ns.name
+}
+
+// Link is the link Karmada reaches the cluster over, or nil without ClusterOptions.NetNS.
+func (c *Cluster) Link() *Link {
+	if c.ns == nil {
+		return nil
+	}
+	return &Link{ns: c.ns}
+}
+
+// PeerKubeconfigPath is an admin kubeconfig reaching the API server over Link: what Karmada is
+// given when the cluster joins. Without NetNS it is KubeconfigPath.
+func (c *Cluster) PeerKubeconfigPath() string { return c.peerConfig }
 
 // RESTConfig returns a new admin (system:masters) client configuration.
 func (c *Cluster) RESTConfig() *rest.Config { return c.pki.restConfig(c.host) }
@@ -271,9 +324,7 @@ func (c *Cluster) Stop() error {
 		return errors.New("stop cluster " + c.name + ": part of a topology; stop the topology")
 	}
 	err := c.sup.stop()
-	if c.network != nil {
-		c.network.release()
-	}
+	err = errors.Join(err, c.releaseNetwork())
 	if err == nil && c.tempDir && !c.keepDir {
 		if rmErr := os.RemoveAll(c.dir); rmErr != nil {
 			err = fmt.Errorf("remove run dir: %w", rmErr)
@@ -282,20 +333,46 @@ func (c *Cluster) Stop() error {
 	return err
 }
 
+// releaseNetwork frees the pod network block and removes the network namespace; call it once
+// the cluster's processes are stopped.
+func (c *Cluster) releaseNetwork() error {
+	if c.network != nil {
+		c.network.release()
+	}
+	if c.ns != nil {
+		if err := c.ns.remove(); err != nil {
+			return fmt.Errorf("remove network namespace of %s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
 func (c *Cluster) startAPIServer(ctx context.Context, etcd *etcdServer, extra []string) error {
 	ports, err := allocatePorts(1)
 	if err != nil {
 		return err
 	}
-	c.host = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+	port := strconv.Itoa(ports[0])
+	c.host = "https://" + net.JoinHostPort(c.addr, port)
 	c.kubeconfig = filepath.Join(c.dir, c.name+".kubeconfig")
 	if err := c.pki.writeKubeconfig(c.kubeconfig, c.name, c.host); err != nil {
 		return err
 	}
+	c.peerHost, c.peerConfig = c.host, c.kubeconfig
+	bind := c.addr
+	if c.ns != nil {
+		// Both links' inside addresses (and loopback): only this namespace's own interfaces.
+		bind = "0.0.0.0"
+		c.peerHost = "https://" + net.JoinHostPort(c.ns.peerAddr.String(), port)
+		c.peerConfig = filepath.Join(c.dir, c.name+"-peer.kubeconfig")
+		if err := c.pki.writeKubeconfig(c.peerConfig, c.name, c.peerHost); err != nil {
+			return err
+		}
+	}
 	p := c.pki
 	args := []string{
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(ports[0]),
+		"--bind-address=" + bind,
+		"--secure-port=" + port,
 		// A loopback --bind-address is not used as the advertised address: without this the
 		// apiserver advertises the host's default-route address.
 		"--advertise-address=127.0.0.1",
@@ -322,7 +399,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcd *etcdServer, extra []
 		"--cert-dir=" + filepath.Join(c.dir, c.name+"-apiserver-certs"),
 	}
 	args = append(args, extra...)
-	c.apiserver, err = c.sup.start(ProcessSpec{Name: c.name + "-apiserver", Path: c.bins.Path(binaries.KubeAPIServer), Args: args, Tier: TierAPIServer})
+	c.apiserver, err = c.sup.start(ProcessSpec{Name: c.name + "-apiserver", Path: c.bins.Path(binaries.KubeAPIServer), Args: args, Tier: TierAPIServer, NetNS: c.netns()})
 	if err != nil {
 		return err
 	}
@@ -343,7 +420,7 @@ func (c *Cluster) clientArgs(port int) []string {
 		"--kubeconfig=" + c.kubeconfig,
 		"--authentication-kubeconfig=" + c.kubeconfig,
 		"--authorization-kubeconfig=" + c.kubeconfig,
-		"--bind-address=127.0.0.1",
+		"--bind-address=" + c.addr,
 		"--secure-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + c.pki.ServingCert, "--tls-private-key-file=" + c.pki.ServingKey,
 		"--leader-elect=false",
@@ -351,7 +428,7 @@ func (c *Cluster) clientArgs(port int) []string {
 }
 
 func (c *Cluster) waitHealthz(ctx context.Context, p component) error {
-	return waitFor(ctx, c.timeout, p.Name+" /healthz", []*Process{p.proc}, httpOK(c.httpClient, fmt.Sprintf("https://127.0.0.1:%d/healthz", p.healthPort)))
+	return waitFor(ctx, c.timeout, p.Name+" /healthz", []*Process{p.proc}, httpOK(c.httpClient, "https://"+net.JoinHostPort(c.addr, strconv.Itoa(p.healthPort))+"/healthz"))
 }
 
 func (c *Cluster) startControllerManager(controllers string) (component, error) {
@@ -373,7 +450,7 @@ func (c *Cluster) startControllerManager(controllers string) (component, error) 
 		args = append(args, "--controllers="+controllers)
 	}
 	name := c.name + "-kube-controller-manager"
-	proc, err := c.sup.start(ProcessSpec{Name: name, Path: c.bins.Path(binaries.KubeControllerManager), Args: args, Tier: TierClient})
+	proc, err := c.sup.start(ProcessSpec{Name: name, Path: c.bins.Path(binaries.KubeControllerManager), Args: args, Tier: TierClient, NetNS: c.netns()})
 	return component{Name: name, proc: proc, healthPort: ports[0]}, err
 }
 
@@ -383,7 +460,7 @@ func (c *Cluster) startScheduler() (component, error) {
 		return component{}, err
 	}
 	name := c.name + "-kube-scheduler"
-	proc, err := c.sup.start(ProcessSpec{Name: name, Path: c.bins.Path(binaries.KubeScheduler), Args: c.clientArgs(ports[0]), Tier: TierClient})
+	proc, err := c.sup.start(ProcessSpec{Name: name, Path: c.bins.Path(binaries.KubeScheduler), Args: c.clientArgs(ports[0]), Tier: TierClient, NetNS: c.netns()})
 	return component{Name: name, proc: proc, healthPort: ports[0]}, err
 }
 
@@ -396,9 +473,10 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 		return err
 	}
 	kwok, err := c.sup.start(ProcessSpec{
-		Name: c.name + "-kwok",
-		Path: c.bins.Path(binaries.Kwok),
-		Tier: TierClient,
+		Name:  c.name + "-kwok",
+		Path:  c.bins.Path(binaries.Kwok),
+		Tier:  TierClient,
+		NetNS: c.netns(),
 		Args: []string{
 			"--kubeconfig=" + c.kubeconfig,
 			"--manage-all-nodes=false",

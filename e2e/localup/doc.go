@@ -55,4 +55,15 @@
 // karmadactl and Ready. TopologyOptions.AfterReady hooks start further processes (lbfed's)
 // with Topology.StartProcess. `make up` runs this topology in the background
 // (cmd/localup); its kubeconfigs are in .localup/run/{karmada,m1,m2}.kubeconfig.
+//
+// # Cutting a member off from Karmada
+//
+// With ClusterOptions.NetNS (TopologyOptions.MemberNetNS), and as root, a member runs its own
+// etcd, kube-apiserver, controllers and kwok inside a network namespace of its own, reached over
+// two veth links with addresses in 10.231.N.0/29: Karmada joins it over the peer link, which
+// Cluster.Link().Cut() drops like a network partition, and everything else — tests, the pod
+// responder, processes started with ProcessSpec.NetNS = Cluster.NetNS() listening on
+// Cluster.Address() — uses the admin link, which stays up. Pods keep their 127.x addresses in
+// the host namespace, so traffic to them is unaffected by a cut. Stop removes the namespace and
+// its links; namespaces left by a killed run are removed by the next one.
 package localup

@@ -18,7 +18,8 @@ type etcdServer struct {
 	clientURL string
 }
 
-func startEtcd(ctx context.Context, sup *supervisor, bins *binaries.Set, name, dataDir string, timeout time.Duration) (*etcdServer, error) {
+// startEtcd starts etcd listening on addr, inside network namespace netns unless "".
+func startEtcd(ctx context.Context, sup *supervisor, bins *binaries.Set, name, dataDir string, timeout time.Duration, addr, netns string) (*etcdServer, error) {
 	// Every run starts from an empty cluster: data left in a reused run folder would carry
 	// objects (and service-account tokens) signed by a previous run's keys.
 	if err := os.RemoveAll(dataDir); err != nil {
@@ -28,12 +29,13 @@ func startEtcd(ctx context.Context, sup *supervisor, bins *binaries.Set, name, d
 	if err != nil {
 		return nil, fmt.Errorf("start etcd: %w", err)
 	}
-	client := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	client := fmt.Sprintf("http://%s:%d", addr, ports[0])
+	peer := fmt.Sprintf("http://%s:%d", addr, ports[1])
 	proc, err := sup.start(ProcessSpec{
-		Name: name,
-		Path: bins.Path(binaries.Etcd),
-		Tier: TierStorage,
+		Name:  name,
+		Path:  bins.Path(binaries.Etcd),
+		Tier:  TierStorage,
+		NetNS: netns,
 		Args: []string{
 			"--name=localup",
 			"--data-dir=" + filepath.Clean(dataDir),

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -221,4 +222,67 @@ func writePair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) erro
 		return fmt.Errorf("write %s: %w", keyPath, err)
 	}
 	return nil
+}
+
+// withServingIPs returns a copy of p whose serving pair (also in WebhookCertDir) is a new one,
+// written into dir, with ips added to the usual SANs: for a cluster in its own network
+// namespace, reached at addresses other than 127.0.0.1. The CA and client pairs are shared.
+func (p *PKI) withServingIPs(dir string, ips ...net.IP) (*PKI, error) {
+	caCert, caKey, err := p.loadCA()
+	if err != nil {
+		return nil, err
+	}
+	q := *p
+	q.ServingCert, q.ServingKey = filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key")
+	q.WebhookCertDir = filepath.Join(dir, "webhook")
+	if err := os.MkdirAll(q.WebhookCertDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create pki dir: %w", err)
+	}
+	now := time.Now().Add(-time.Hour)
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "lbfed-localup-serving"},
+		NotBefore:   now,
+		NotAfter:    now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    servingDNSNames,
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 96, 0, 1)}, ips...),
+	}
+	key, err := newKey()
+	if err != nil {
+		return nil, err
+	}
+	der, _, err := sign(tmpl, key, caCert, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("sign serving certificate: %w", err)
+	}
+	for _, pair := range [][2]string{{q.ServingCert, q.ServingKey}, {filepath.Join(q.WebhookCertDir, "tls.crt"), filepath.Join(q.WebhookCertDir, "tls.key")}} {
+		if err := writePair(pair[0], pair[1], der, key); err != nil {
+			return nil, err
+		}
+	}
+	return &q, nil
+}
+
+func (p *PKI) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	block, _ := pem.Decode(p.caPEM)
+	if block == nil {
+		return nil, nil, errors.New("load CA: no certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load CA: %w", err)
+	}
+	b, err := os.ReadFile(p.CAKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load CA key: %w", err)
+	}
+	if block, _ = pem.Decode(b); block == nil {
+		return nil, nil, errors.New("load CA key: no PEM block")
+	}
+	key, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("load CA key: %w", err)
+	}
+	return cert, key, nil
 }

@@ -45,6 +45,10 @@ type ProcessSpec struct {
 	// Dir is the working directory; "" keeps the parent's.
 	Dir  string
 	Tier Tier
+	// NetNS runs the process inside this network namespace (`ip netns exec`, which execs the
+	// command in place: the PID, signals and PR_SET_PDEATHSIG stay the command's own), e.g.
+	// Cluster.NetNS() for a process that must keep reaching a cluster whose Link is cut.
+	NetNS string
 }
 
 // Process is a started child process.
@@ -182,8 +186,15 @@ func (s *supervisor) spawn(spec ProcessSpec) (*Process, error) {
 	}
 	defer logFile.Close() // the child holds its own descriptor
 	fmt.Fprintf(logFile, "=== %s %s %s\n", time.Now().Format(time.RFC3339), spec.Path, strings.Join(spec.Args, " "))
+	if spec.NetNS != "" {
+		fmt.Fprintf(logFile, "=== in network namespace %s\n", spec.NetNS)
+	}
 
-	cmd := exec.Command(spec.Path, spec.Args...)
+	path, args := spec.Path, spec.Args
+	if spec.NetNS != "" {
+		path, args = "ip", append([]string{"netns", "exec", spec.NetNS, spec.Path}, spec.Args...)
+	}
+	cmd := exec.Command(path, args...)
 	cmd.Dir = spec.Dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

@@ -28,6 +28,10 @@ type TopologyOptions struct {
 	Members int
 	// FakeNodesPerMember is the number of kwok nodes per member. Default 2.
 	FakeNodesPerMember int
+	// MemberNetNS puts every member in its own network namespace (ClusterOptions.NetNS), so a
+	// test can cut a member off from Karmada with Member(name).Link().Cut(). Needs root and the
+	// ip command (NetNSSupported).
+	MemberNetNS bool
 	// NoPodResponder turns off the pod responders (see package podresponder) that otherwise
 	// serve HTTP on every Ready pod of every member.
 	NoPodResponder bool
@@ -111,7 +115,7 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 	if t.pki, err = GeneratePKI(filepath.Join(t.dir, "pki")); err != nil {
 		return t, err
 	}
-	if t.etcd, err = startEtcd(ctx, t.sup, opts.Binaries, "etcd", filepath.Join(t.dir, "etcd"), opts.StartTimeout); err != nil {
+	if t.etcd, err = startEtcd(ctx, t.sup, opts.Binaries, "etcd", filepath.Join(t.dir, "etcd"), opts.StartTimeout, "127.0.0.1", ""); err != nil {
 		return t, err
 	}
 	t.log.Info("etcd ready", "elapsed", since(start))
@@ -134,6 +138,7 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 			o.FakeNodes = opts.FakeNodesPerMember
 			o.PodResponder = !opts.NoPodResponder
 			o.CRDs = opts.CRDs
+			o.NetNS = opts.MemberNetNS
 			m, err := StartCluster(gctx, o)
 			t.members[i] = m
 			if err == nil {
@@ -190,7 +195,7 @@ func (t *Topology) join(ctx context.Context, timeout time.Duration) error {
 				Args: []string{
 					"join", m.name,
 					"--kubeconfig=" + t.karmada.kubeconfig,
-					"--cluster-kubeconfig=" + m.kubeconfig,
+					"--cluster-kubeconfig=" + m.PeerKubeconfigPath(),
 					"--cluster-context=" + m.name,
 				},
 			})
@@ -265,8 +270,8 @@ func (t *Topology) KeepRunDir() { t.keepDir = true }
 func (t *Topology) Stop() error {
 	err := t.sup.stop()
 	for _, m := range t.members {
-		if m != nil && m.network != nil {
-			m.network.release()
+		if m != nil {
+			err = errors.Join(err, m.releaseNetwork())
 		}
 	}
 	if err == nil && t.tempDir && !t.keepDir {

@@ -56,10 +56,11 @@ func (b *Backend) PodObject(namespace string) *corev1.Pod {
 		return b.Pod
 	}
 	p := &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: namespace, UID: types.UID(b.UID)},
-		Spec:       corev1.PodSpec{NodeName: b.NodeName},
-		Status:     corev1.PodStatus{Phase: b.Phase},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: namespace, UID: types.UID(b.UID),
+			Annotations: map[string]string{AnnotationPodSource: PodSourceSynthetic}},
+		Spec:   corev1.PodSpec{NodeName: b.NodeName},
+		Status: corev1.PodStatus{Phase: b.Phase},
 	}
 	if b.Cluster != "" {
 		p.Labels = map[string]string{lbcfv1beta1.LabelCluster: b.Cluster}

@@ -33,6 +33,8 @@ type BackendGroupReconciler struct {
 	Source BackendSource
 	// ResyncPeriod re-reconciles every group periodically, as a guard against drift.
 	ResyncPeriod time.Duration
+
+	wakeups *recordWakeups // shared with the BackendRecord reconciler by SetupEngine
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -119,6 +121,15 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	// The status is written even when some record writes failed: what it says (counts, and the
 	// source's own part, e.g. the federation's member states) must not wait for them.
 	applyErr := r.apply(ctx, w, bg, toCreate, toUpdate, toDelete)
+	// Records kept while their backend was not eligible wait for it without any change of their
+	// own: wake those whose backend is eligible now.
+	if r.wakeups != nil {
+		for name := range expected {
+			if have, ok := existing[name]; ok && have.DeletionTimestamp == nil && recordAddr(have) == "" {
+				r.wakeups.wakeIfWaiting(ctx, client.ObjectKeyFromObject(have))
+			}
+		}
+	}
 	if n := len(toCreate) + len(toUpdate) + len(toDelete); n > 0 && applyErr == nil {
 		r.Recorder.Eventf(bg, nil, corev1.EventTypeNormal, "SuccSyncedBackendGroup", "Sync",
 			"records: %d created, %d updated, %d deleted", len(toCreate), len(toUpdate), len(toDelete))
@@ -342,6 +353,7 @@ func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg 
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "Registering", fmt.Sprintf("%d of %d backends registered", registered, bg.Status.Backends)
 	}
 	meta.SetStatusCondition(&bg.Status.Conditions, cond)
+	setDuplicatesCondition(bg, existing)
 	if sc, ok := r.Source.(StatusContributor); ok {
 		if err := sc.ContributeStatus(ctx, bg); err != nil {
 			return err
@@ -353,4 +365,26 @@ func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg 
 	return w.do(ctx, bg, "UpdateStatus", func() error {
 		return client.IgnoreNotFound(r.Status().Patch(ctx, bg, client.MergeFrom(orig)))
 	})
+}
+
+// setDuplicatesCondition sums up the records' DuplicateAddress conditions; a group that never had
+// a shared address gets no condition.
+func setDuplicatesCondition(bg *lbcfv1beta1.BackendGroup, existing map[string]*lbcfv1beta1.BackendRecord) {
+	n := 0
+	for _, br := range existing {
+		if c := br.Status.Condition(DuplicateAddress); br.DeletionTimestamp == nil && c != nil && c.Status == lbcfv1beta1.ConditionTrue {
+			n++
+		}
+	}
+	cond := metav1.Condition{Type: GroupDuplicateAddresses, ObservedGeneration: bg.Generation}
+	switch {
+	case n > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, "SharedAddresses"
+		cond.Message = fmt.Sprintf("%d records share their address with other records of the same load balancer (see their DuplicateAddress condition); an address is deregistered by its last holder", n)
+	case meta.FindStatusCondition(bg.Status.Conditions, GroupDuplicateAddresses) != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "NoSharedAddress", "no record shares its address"
+	default:
+		return
+	}
+	meta.SetStatusCondition(&bg.Status.Conditions, cond)
 }

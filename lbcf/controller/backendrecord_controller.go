@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -34,12 +33,20 @@ type BackendRecordReconciler struct {
 	backoff *backoff
 	mu      sync.Mutex
 	ensured map[types.UID]time.Time // last successful ensure, for policy Always
+	// wakeups requeues records waiting on something other than themselves (shared with the
+	// BackendGroup reconciler by SetupEngine).
+	wakeups *recordWakeups
+	budget  *driverBudget
 }
 
 func (r *BackendRecordReconciler) init() {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
+	if r.wakeups == nil {
+		r.wakeups = newRecordWakeups()
+	}
+	r.budget = newDriverBudget(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.wake)
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -47,10 +54,14 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendRecord, time.Now())
 	br := &lbcfv1beta1.BackendRecord{}
 	if err := r.Get(ctx, req.NamespacedName, br); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.wakeups.done(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	w := writer{r.Client, r.DryRun, r.Metrics}
 	if br.DeletionTimestamp != nil {
+		r.wakeups.done(req.NamespacedName)
 		return r.deregister(ctx, w, br)
 	}
 	if gone, err := r.ownerGone(ctx, br); err != nil || gone {
@@ -67,15 +78,29 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-	if br.IsRegistered() && br.Status.ObservedGeneration == br.Generation {
-		if !br.Spec.EnsurePolicy.IsAlways() {
-			return ctrl.Result{}, nil
+	// Another record of the load balancer may hold the same address: said on the record.
+	var dup *lbcfv1beta1.BackendRecordCondition
+	var holders []*lbcfv1beta1.BackendRecord
+	hadAddr := recordAddr(br) != ""
+	if hadAddr {
+		var err error
+		if dup, holders, err = r.duplicateCondition(ctx, br); err != nil {
+			return ctrl.Result{}, err
 		}
-		r.mu.Lock()
-		last, ok := r.ensured[br.UID]
-		r.mu.Unlock()
-		if period := br.Spec.EnsurePolicy.Period(); ok && time.Since(last) < period {
-			return ctrl.Result{RequeueAfter: period - time.Since(last)}, nil
+	}
+	if br.IsRegistered() && br.Status.ObservedGeneration == br.Generation {
+		idle := !br.Spec.EnsurePolicy.IsAlways()
+		var res ctrl.Result
+		if !idle {
+			r.mu.Lock()
+			last, ok := r.ensured[br.UID]
+			r.mu.Unlock()
+			if period := br.Spec.EnsurePolicy.Period(); ok && time.Since(last) < period {
+				idle, res = true, ctrl.Result{RequeueAfter: period - time.Since(last)}
+			}
+		}
+		if idle {
+			return res, r.setDuplicate(ctx, w, br, dup, holders)
 		}
 	}
 	drv, err := r.driverOf(ctx, br)
@@ -85,10 +110,26 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !r.callsDriver(drv.Spec.AcceptDryRunCall) {
 		return ctrl.Result{}, nil
 	}
+	ep := driver.EndpointFor(drv)
+	unhealthy := driverUnhealthy(drv)
+	if !r.budget.acquire(ep.Name, unhealthy, req.NamespacedName) {
+		// Parked until one of the driver's calls ends; the requeue is only a safety net.
+		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
+	}
+	defer r.budget.release(ctx, ep.Name, unhealthy)
 	orig := br.DeepCopy()
-	res, err := r.register(ctx, w, br, drv)
+	res, err := r.register(ctx, w, br, ep)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if !hadAddr && recordAddr(br) != "" {
+		if dup, holders, err = r.duplicateCondition(ctx, br); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if dup != nil && !r.DryRun {
+		setRecordCondition(&br.Status.Conditions, *dup)
+		r.reportDuplicate(ctx, br, dup, holders)
 	}
 	if !r.DryRun && !equalStatus(orig.Status, br.Status) {
 		if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
@@ -103,21 +144,36 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // after the device took the backend but before a later status write, the record would not know
 // what to deregister and the backend would stay on the front end. Static addresses need no
 // write: the spec has them.
-func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
-	ep := driver.EndpointFor(drv)
+func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, ep driver.Endpoint) (ctrl.Result, error) {
 	if br.Status.BackendAddr == "" {
 		if br.Spec.StaticAddr != nil {
 			br.Status.BackendAddr = *br.Spec.StaticAddr
 		} else {
+			// Marked before the backend is read: a group that sees the backend eligible after
+			// this read finds the mark and wakes the record.
+			key := client.ObjectKeyFromObject(br)
+			r.wakeups.wait(key)
 			pod, svc, ok, err := r.Addr.GenerateRequest(ctx, br)
-			if err != nil || !ok {
-				return ctrl.Result{}, err // gone or not Ready: the group deletes the record
+			if err != nil {
+				r.wakeups.done(key)
+				return ctrl.Result{}, err
+			}
+			if !ok {
+				// Gone or not eligible: the group deletes the record, or keeps it (deregister
+				// policy, a member without a report) and wakes it when the backend is eligible
+				// again. Nothing about the record itself changes then, so nothing else would.
+				return ctrl.Result{RequeueAfter: r.WaitingRecordResync}, nil
+			}
+			r.wakeups.done(key)
+			if c := br.Labels[lbcfv1beta1.LabelCluster]; pod != nil && c != "" {
+				pod.Pod = *memberPod(ctx, r.MemberPods, c, &pod.Pod)
 			}
 			rsp, err := r.Invoker.GenerateBackendAddr(ctx, ep, &driver.GenerateBackendAddrRequest{
 				RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.GenerateBackendAddr, string(br.UID))},
 				DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, LBAttributes: br.Spec.LBAttributes, Parameters: br.Spec.Parameters,
 				PodBackend: pod, ServiceBackend: svc,
 			})
+			r.budget.observe(ep.Name, driver.IsTimeout(err))
 			o := outcomeOf(commonOf(rsp, err))
 			if r.DryRun {
 				return ctrl.Result{}, nil
@@ -151,6 +207,7 @@ func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lb
 		DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: br.Status.BackendAddr, Parameters: br.Spec.Parameters,
 		InjectedInfo: br.Status.InjectedInfo,
 	})
+	r.budget.observe(ep.Name, driver.IsTimeout(err))
 	o := outcomeOf(commonOfBackend(rsp, err))
 	if r.DryRun {
 		return ctrl.Result{}, nil
@@ -204,9 +261,19 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	if addr == "" && br.Spec.StaticAddr != nil {
 		addr = *br.Spec.StaticAddr // ensureBackend may have run before any status write
 	}
-	if addr == "" {
+	holders, others, err := r.heldByAnother(ctx, br)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case addr == "":
 		o.status = driver.StatusSucc // never registered anywhere: the address is written first
-	} else {
+	case len(holders) > 0:
+		// The device holds the address once; another record still needs it there.
+		o.status = driver.StatusSucc
+		r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "SharedAddrKept", "DeregisterBackend",
+			"address %s not deregistered: %s holds it registered", addr, describe(holders))
+	default:
 		drv, err := r.driverOf(ctx, br)
 		if err != nil || drv == nil {
 			return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, err
@@ -214,11 +281,18 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 		if !r.callsDriver(drv.Spec.AcceptDryRunCall) {
 			return ctrl.Result{}, nil
 		}
-		rsp, err := r.Invoker.DeregisterBackend(ctx, driver.EndpointFor(drv), &driver.BackendOperationRequest{
+		ep := driver.EndpointFor(drv)
+		unhealthy := driverUnhealthy(drv)
+		if !r.budget.acquire(ep.Name, unhealthy, client.ObjectKeyFromObject(br)) {
+			return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
+		}
+		rsp, err := r.Invoker.DeregisterBackend(ctx, ep, &driver.BackendOperationRequest{
 			RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.DeregisterBackend, string(br.UID))},
 			DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: addr, Parameters: br.Spec.Parameters,
 			InjectedInfo: br.Status.InjectedInfo,
 		})
+		r.budget.observe(ep.Name, driver.IsTimeout(err))
+		r.budget.release(ctx, ep.Name, unhealthy)
 		o = outcomeOf(commonOfBackend(rsp, err))
 		if r.DryRun {
 			return ctrl.Result{}, nil
@@ -238,7 +312,29 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	delete(r.ensured, br.UID)
 	r.mu.Unlock()
 	r.backoff.forget(string(br.UID))
+	r.wakeAll(ctx, others) // their DuplicateAddress condition may end with this record
 	return ctrl.Result{}, nil
+}
+
+// setDuplicate writes a changed DuplicateAddress condition on a record that is otherwise left
+// alone, and reports it.
+func (r *BackendRecordReconciler) setDuplicate(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, c *lbcfv1beta1.BackendRecordCondition, others []*lbcfv1beta1.BackendRecord) error {
+	if c == nil || r.DryRun {
+		return nil
+	}
+	orig := br.DeepCopy()
+	setRecordCondition(&br.Status.Conditions, *c)
+	if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	r.reportDuplicate(ctx, br, c, others)
+	return nil
+}
+
+// driverUnhealthy reports whether the driver's healthz said unhealthy (or did not answer).
+func driverUnhealthy(d *lbcfv1beta1.LoadBalancerDriver) bool {
+	c := d.Status.DriverCondition(lbcfv1beta1.DriverHealthy)
+	return c != nil && c.Status == lbcfv1beta1.ConditionFalse
 }
 
 func (r *BackendRecordReconciler) driverOf(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.LoadBalancerDriver, error) {
@@ -289,20 +385,17 @@ func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1
 // addrBeingDeregistered reports whether another record of the same load balancer and address
 // is being deregistered. The records themselves are the state, so this survives restarts.
 func (r *BackendRecordReconciler) addrBeingDeregistered(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
-	list := &lbcfv1beta1.BackendRecordList{}
-	if err := r.List(ctx, list, client.InNamespace(br.Namespace), client.MatchingFields{indexRecordLBAddr: lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}, client.UnsafeDisableDeepCopy); err != nil {
-		return false, fmt.Errorf("list records by address: %w", err)
+	others, err := r.sameAddr(ctx, br)
+	if err != nil {
+		return false, err
 	}
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.UID != br.UID && o.DeletionTimestamp != nil && maps.Equal(o.Spec.LBInfo, br.Spec.LBInfo) {
+	for _, o := range others {
+		if o.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(o, lbcfv1beta1.FinalizerDeregisterBackend) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
-
-func lbAddrKey(lbName, addr string) string { return lbName + "|" + addr }
 
 func (r *BackendRecordReconciler) event(br *lbcfv1beta1.BackendRecord, o outcome, op string) {
 	t, reason := o.eventReason(op)

@@ -53,6 +53,15 @@ type Options struct {
 	DriverWorkers, LoadBalancerWorkers, BackendGroupWorkers, BackendRecordWorkers int
 	// WriteParallelism bounds concurrent record writes within one BackendGroup reconcile.
 	WriteParallelism int
+	// DriverCallBudget bounds the record reconciles calling one driver at once, so that a driver
+	// whose calls hang holds at most that many of the BackendRecordWorkers (0: half of them).
+	// DegradedDriverCallBudget applies instead while the driver's healthz says unhealthy or since
+	// one of its calls timed out (0: 2); it bounds the driver's LoadBalancer reconciles too,
+	// which otherwise get half of the LoadBalancerWorkers per driver.
+	DriverCallBudget, DegradedDriverCallBudget int
+	// WaitingRecordResync is how often a record whose backend is not eligible for an address is
+	// looked at again: a safety net, as its group wakes it when the backend turns eligible.
+	WaitingRecordResync time.Duration
 	// Metrics receives the engine's metrics; nil: NewMetrics(nil).
 	Metrics *Metrics
 	// BackendSuccessEvents emits a Normal event for every backend's address and registration
@@ -62,6 +71,10 @@ type Options struct {
 	BackendSuccessEvents bool
 	// OnRegistered, when set, is called when a record becomes Registered (for latency metrics).
 	OnRegistered func(*lbcfv1beta1.BackendRecord)
+	// MemberPods, when set, reads federated backends' real pods for the requests that carry a
+	// pod (generateBackendAddr, judgePodDeregister); without it, or when a member cannot be read,
+	// drivers get the synthetic pod (see AnnotationPodSource).
+	MemberPods MemberPodFetcher
 }
 
 // Defaults fills unset fields with the original LBCF's defaults (and lbfed's worker counts).
@@ -76,6 +89,7 @@ func (o *Options) Defaults() {
 	set(&o.MaxRetryDelay, 2*time.Minute)
 	set(&o.DefaultDriverRetryDelay, 10*time.Second)
 	set(&o.HealthzPeriod, 30*time.Second)
+	set(&o.WaitingRecordResync, 5*time.Minute)
 	seti := func(p *int, v int) {
 		if *p <= 0 {
 			*p = v
@@ -86,6 +100,8 @@ func (o *Options) Defaults() {
 	seti(&o.BackendGroupWorkers, 8)
 	seti(&o.BackendRecordWorkers, 256)
 	seti(&o.WriteParallelism, 16)
+	seti(&o.DriverCallBudget, max(o.BackendRecordWorkers/2, 1))
+	seti(&o.DegradedDriverCallBudget, 2)
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
 	}

@@ -19,5 +19,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet, prefix string) {
 	fs.IntVar(&o.LoadBalancerWorkers, prefix+"loadbalancer-workers", 8, "Concurrent LoadBalancer reconciles.")
 	fs.IntVar(&o.BackendGroupWorkers, prefix+"backendgroup-workers", 8, "Concurrent BackendGroup reconciles.")
 	fs.IntVar(&o.BackendRecordWorkers, prefix+"backendrecord-workers", 256, "Concurrent BackendRecord reconciles. Each waits on a driver call, and a coalescing driver commits all calls in flight at once, so this bounds the changes per device commit.")
+	fs.IntVar(&o.DriverCallBudget, prefix+"driver-call-budget", 0, "Most record reconciles calling one driver at once, so that a driver whose calls hang holds only that many record workers and the other drivers' records go on; the others wait in a per-driver line without holding a worker. 0: half of the record workers.")
+	fs.IntVar(&o.DegradedDriverCallBudget, prefix+"degraded-driver-call-budget", 2, "The call budget of a driver whose healthz says unhealthy, or whose last call timed out (until a call is answered), for its records and for its load balancers (which otherwise get half of the load balancer workers per driver).")
+	fs.DurationVar(&o.WaitingRecordResync, prefix+"waiting-record-resync", 5*time.Minute, "How often a record whose backend is not eligible for an address (e.g. kept by the deregister policy while its pod is not Ready) is looked at again. A safety net: its BackendGroup wakes it when the backend turns eligible.")
 	fs.IntVar(&o.WriteParallelism, prefix+"record-write-parallelism", 16, "Concurrent record writes within one BackendGroup reconcile.")
 }

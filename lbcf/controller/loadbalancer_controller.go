@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
@@ -38,6 +40,11 @@ type LoadBalancerReconciler struct {
 	// deleted remembers load balancers the driver deleted, so that a reconcile that still sees
 	// the finalizer in a lagging cache removes it again without calling the driver twice.
 	deleted map[types.NamespacedName]types.UID
+	// budget bounds each driver's calls in flight to half of the workers, as for records: a
+	// driver whose calls hang does not stall the other drivers' load balancers. Parked load
+	// balancers come back through wake.
+	budget *driverBudget
+	wake   chan event.GenericEvent
 }
 
 // SetupWithManager registers the reconciler.
@@ -46,6 +53,13 @@ func (r *LoadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
 	r.deleted = map[types.NamespacedName]types.UID{}
+	r.wake = make(chan event.GenericEvent, 256)
+	r.budget = newDriverBudget(max(r.LoadBalancerWorkers/2, 1), r.DegradedDriverCallBudget, func(ctx context.Context, key types.NamespacedName) {
+		select {
+		case r.wake <- event.GenericEvent{Object: &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
+		case <-ctx.Done():
+		}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("loadbalancer").
 		For(&lbcfv1beta1.LoadBalancer{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted{}))).
@@ -58,6 +72,7 @@ func (r *LoadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
+		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.LoadBalancerWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindLoadBalancer),
@@ -116,11 +131,28 @@ func (r *LoadBalancerReconciler) driverOf(ctx context.Context, lb *lbcfv1beta1.L
 	return drv, nil
 }
 
+// slot takes one of drv's call slots for lb; when there is none, lb is parked until one frees up.
+func (r *LoadBalancerReconciler) slot(ctx context.Context, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (release func(err error), ok bool) {
+	name, unhealthy := driver.EndpointFor(drv).Name, driverUnhealthy(drv)
+	if !r.budget.acquire(name, unhealthy, client.ObjectKeyFromObject(lb)) {
+		return nil, false
+	}
+	return func(err error) {
+		r.budget.observe(name, driver.IsTimeout(err))
+		r.budget.release(ctx, name, unhealthy)
+	}, true
+}
+
 func (r *LoadBalancerReconciler) create(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
+	release, ok := r.slot(ctx, lb, drv)
+	if !ok {
+		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil // parked; the requeue is a safety net
+	}
 	rsp, err := r.Invoker.CreateLoadBalancer(ctx, driver.EndpointFor(drv), &driver.CreateLoadBalancerRequest{
 		RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.CreateLoadBalancer, string(lb.UID))},
 		DryRun:               r.DryRun, LBSpec: lb.Spec.LBSpec, Attributes: lb.Spec.Attributes,
 	})
+	release(err)
 	var o outcome
 	if err != nil {
 		o = outcomeOf(nil, err)
@@ -188,10 +220,15 @@ func (r *LoadBalancerReconciler) ensure(ctx context.Context, w writer, lb *lbcfv
 			return ctrl.Result{RequeueAfter: period - time.Since(last)}, nil
 		}
 	}
+	release, ok := r.slot(ctx, lb, drv)
+	if !ok {
+		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
+	}
 	rsp, err := r.Invoker.EnsureLoadBalancer(ctx, driver.EndpointFor(drv), &driver.EnsureLoadBalancerRequest{
 		RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.EnsureLoadBalancer, string(lb.UID))},
 		DryRun:               r.DryRun, LBInfo: lb.Status.LBInfo, Attributes: lb.Spec.Attributes,
 	})
+	release(err)
 	var o outcome
 	if err != nil {
 		o = outcomeOf(nil, err)
@@ -270,10 +307,15 @@ func (r *LoadBalancerReconciler) delete(ctx context.Context, w writer, lb *lbcfv
 	if len(info) == 0 {
 		info = lb.Spec.LBSpec
 	}
+	release, ok := r.slot(ctx, lb, drv)
+	if !ok {
+		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
+	}
 	rsp, err := r.Invoker.DeleteLoadBalancer(ctx, driver.EndpointFor(drv), &driver.DeleteLoadBalancerRequest{
 		RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.DeleteLoadBalancer, string(lb.UID))},
 		DryRun:               r.DryRun, LBInfo: info, Attributes: lb.Spec.Attributes,
 	})
+	release(err)
 	var o outcome
 	if err != nil {
 		o = outcomeOf(nil, err)

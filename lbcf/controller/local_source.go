@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -217,7 +218,7 @@ func (s LocalSource) GenerateRequest(ctx context.Context, br *lbcfv1beta1.Backen
 			return nil, nil, false, fmt.Errorf("get pod: %w", err)
 		}
 		b := podBackend(pod, br.Spec.PodBackendInfo.Port, nil)
-		if !b.Eligible() || br.Name != b.RecordName(br.Spec.LBName, br.Labels[lbcfv1beta1.LabelGroupName]) {
+		if !b.Eligible() || br.Name != b.RecordName(br.Spec.LBName, groupName(br)) {
 			return nil, nil, false, nil // not Ready, or a new pod with the same name
 		}
 		pod.TypeMeta.APIVersion, pod.TypeMeta.Kind = "v1", "Pod"
@@ -242,4 +243,13 @@ func (s LocalSource) GenerateRequest(ctx context.Context, br *lbcfv1beta1.Backen
 		return nil, &driver.ServiceBackendInRequest{Service: *svc, Port: sb.Port, NodeName: sb.NodeName, NodeAddresses: node.Status.Addresses}, true, nil
 	}
 	return nil, nil, false, nil
+}
+
+// groupName is the name of the record's BackendGroup: its controller's, as the record name was
+// built from it. The group label holds a hash when the name is longer than a label value.
+func groupName(br *lbcfv1beta1.BackendRecord) string {
+	if ref := metav1.GetControllerOf(br); ref != nil && ref.Kind == lbcfv1beta1.KindBackendGroup {
+		return ref.Name
+	}
+	return br.Labels[lbcfv1beta1.LabelGroupName]
 }

@@ -87,7 +87,7 @@ func (r *BackendGroupReconciler) judge(ctx context.Context, bg *lbcfv1beta1.Back
 	req := &driver.JudgePodDeregisterRequest{DryRun: r.DryRun}
 	byName := map[string][]*Backend{}
 	for _, b := range notReady {
-		req.NotReadyPods = append(req.NotReadyPods, b.PodObject(bg.Namespace))
+		req.NotReadyPods = append(req.NotReadyPods, memberPod(ctx, r.MemberPods, b.Cluster, b.PodObject(bg.Namespace)))
 		byName[b.Name] = append(byName[b.Name], b)
 	}
 	rsp, err := r.Invoker.JudgePodDeregister(ctx, driver.EndpointFor(drv), req)
@@ -100,8 +100,9 @@ func (r *BackendGroupReconciler) judge(ctx context.Context, bg *lbcfv1beta1.Back
 	var kept []string
 	for _, p := range rsp.DoNotDeregister {
 		for _, b := range byName[p.Name] {
-			// Drivers echo the pods; the uid, when echoed, must be the one asked about.
-			if p.UID == "" || string(p.UID) == b.UID {
+			// Drivers echo the pods; the uid, when echoed, must be the one asked about (federated
+			// backends know only the short form of the member pod's uid).
+			if p.UID == "" || string(p.UID) == b.UID || (b.Cluster != "" && lbcfv1beta1.ShortUID(p.UID) == b.UID) {
 				kept = append(kept, podIdentity(b))
 			}
 		}

@@ -19,13 +19,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
 // Field indexes.
 const (
-	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord being deleted: spec.lbName|status.backendAddr
+	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord with an address: <load balancer namespace/name>|<address>
 	indexGroupLB        = "lbfed.lb"        // BackendGroup: namespace/name of every LoadBalancer it may use
 	indexGroupService   = "lbfed.service"   // BackendGroup: namespace/name of its Service
 	indexGroupNodeBound = "lbfed.nodeBound" // BackendGroup: "true" for Service (node) backends
@@ -39,13 +40,12 @@ type Watch func(*builder.Builder) *builder.Builder
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	fi := mgr.GetFieldIndexer()
 	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, func(o client.Object) []string {
-		br := o.(*lbcfv1beta1.BackendRecord)
-		// Only records being deregistered are looked up (addrBeingDeregistered); indexing just
-		// those keeps the index near empty instead of one entry per record.
-		if br.Status.BackendAddr == "" || br.DeletionTimestamp == nil {
-			return nil
+		// Every record with an address: records being deregistered delay a new registration of
+		// their address (addrBeingDeregistered), live ones keep it on the device (dupaddr.go).
+		if key := recordLBAddrKey(o.(*lbcfv1beta1.BackendRecord)); key != "" {
+			return []string{key}
 		}
-		return []string{lbAddrKey(br.Spec.LBName, br.Status.BackendAddr)}
+		return nil
 	}); err != nil {
 		return fmt.Errorf("index records by address: %w", err)
 	}
@@ -209,8 +209,14 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 func recordCountChanged() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*lbcfv1beta1.BackendRecord), e.ObjectNew.(*lbcfv1beta1.BackendRecord)
-		return o.IsRegistered() != n.IsRegistered() || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+		return o.IsRegistered() != n.IsRegistered() || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+			duplicate(o) != duplicate(n)
 	}}
+}
+
+func duplicate(br *lbcfv1beta1.BackendRecord) bool {
+	c := br.Status.Condition(DuplicateAddress)
+	return c != nil && c.Status == lbcfv1beta1.ConditionTrue
 }
 
 // SetupWithManager registers the reconciler.
@@ -237,6 +243,8 @@ func (r *BackendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
+		// Records waiting for their backend, a driver slot or another holder of their address.
+		WatchesRawSource(source.Channel(r.wakeups.ch, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.BackendRecordWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendRecord),
@@ -281,10 +289,11 @@ func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src Backen
 	if err := (&LoadBalancerReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("load balancer controller: %w", err)
 	}
-	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync}).SetupWithManager(mgr, watches...); err != nil {
+	wakeups := newRecordWakeups()
+	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, wakeups: wakeups}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
-	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr}).SetupWithManager(mgr); err != nil {
+	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, wakeups: wakeups}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("backend record controller: %w", err)
 	}
 	return nil

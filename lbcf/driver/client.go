@@ -135,6 +135,8 @@ type CallError struct {
 	// Invalid is set when the driver answered 200 with content that breaks the protocol
 	// (e.g. an unknown status), which LBCF reports as an Invalid<Op> event.
 	Invalid bool
+	// Timeout is set when the driver did not answer within the webhook's timeout.
+	Timeout bool
 	Err     error
 }
 
@@ -143,6 +145,12 @@ func (e *CallError) Error() string {
 }
 
 func (e *CallError) Unwrap() error { return e.Err }
+
+// IsTimeout reports whether err is a call the driver did not answer in time.
+func IsTimeout(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.Timeout
+}
 
 // IsInvalidResponse reports whether err is an answer that broke the protocol.
 func IsInvalidResponse(err error) bool {
@@ -188,14 +196,18 @@ func (c *Client) call(ctx context.Context, e Endpoint, webhook string, req, rsp 
 	hrsp, err := c.http.Do(hreq)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fail(0, false, fmt.Errorf("no answer within %s: %w", timeout, err))
+			ce := fail(0, false, fmt.Errorf("no answer within %s: %w", timeout, err))
+			ce.(*CallError).Timeout = true
+			return ce
 		}
 		return fail(0, false, err)
 	}
 	defer hrsp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(hrsp.Body, c.maxBytes+1))
 	if err != nil {
-		return fail(hrsp.StatusCode, false, fmt.Errorf("read answer: %w", err))
+		ce := fail(hrsp.StatusCode, false, fmt.Errorf("read answer: %w", err))
+		ce.(*CallError).Timeout = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		return ce
 	}
 	if int64(len(data)) > c.maxBytes {
 		return fail(hrsp.StatusCode, true, fmt.Errorf("answer larger than %d bytes", c.maxBytes))

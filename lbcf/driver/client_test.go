@@ -129,11 +129,13 @@ func TestClientTimeoutPerWebhookAndCancellation(t *testing.T) {
 	_, err := c.EnsureBackend(context.Background(), e, &BackendOperationRequest{})
 	g.Expect(err).To(MatchError(ContainSubstring("no answer within 50ms")))
 	g.Expect(errors.Is(err, context.DeadlineExceeded)).To(BeTrue())
+	g.Expect(IsTimeout(err)).To(BeTrue())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	_, err = c.DeregisterBackend(ctx, e, &BackendOperationRequest{}) // default 10s timeout: only the cancel ends it
 	g.Expect(errors.Is(err, context.Canceled)).To(BeTrue(), "%v", err)
+	g.Expect(IsTimeout(err)).To(BeFalse(), "a cancelled call is not the driver's slowness")
 }
 
 func TestClientTLSWithCustomCA(t *testing.T) {

@@ -173,6 +173,11 @@ rules:
   - apiGroups: [cluster.karmada.io]
     resources: [clusters]
     verbs: [get, list, watch]
+  # Members' pods for the drivers (generateBackendAddr, judgePodDeregister), read through
+  # Karmada's cluster proxy; Karmada's unified auth lets this identity through to the members.
+  - apiGroups: [cluster.karmada.io]
+    resources: [clusters/proxy]
+    verbs: [get]
   - apiGroups: [""]
     resources: [services]
     verbs: [get, list, watch]
@@ -342,6 +347,37 @@ subjects:
   - kind: ServiceAccount
     name: {{ $m.name }}
     namespace: {{ $ns }}
+---
+# The federation reads a member's pods through Karmada's cluster proxy, which impersonates its
+# identity in the member: it may read pods, nothing else.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $cluster }}-federation-pods
+  labels:
+    {{- $labels | nindent 4 }}
+rules:
+  - apiGroups: [""]
+    resources: [pods]
+    verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $cluster }}-federation-pods
+  labels:
+    {{- $labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $cluster }}-federation-pods
+subjects:
+  - kind: ServiceAccount
+    name: {{ .Values.karmada.rbac.serviceAccountName }}
+    namespace: {{ .Values.karmada.namespace }}
+  {{- with .Values.karmada.rbac.extraSubjects }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- if $m.leaderElection.enabled }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -603,6 +639,12 @@ spec:
     - apiVersion: rbac.authorization.k8s.io/v1
       kind: ClusterRoleBinding
       name: {{ $cluster }}
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRole
+      name: {{ $cluster }}-federation-pods
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRoleBinding
+      name: {{ $cluster }}-federation-pods
     {{- if $m.leaderElection.enabled }}
     - apiVersion: rbac.authorization.k8s.io/v1
       kind: Role

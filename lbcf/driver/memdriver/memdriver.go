@@ -97,13 +97,17 @@ type Driver struct {
 	faults   map[string]*Fault
 	healthy  bool
 	judge    func([]*corev1.Pod) []*corev1.Pod
+	// inFlight and maxInFlight count HTTP requests being served, per webhook: evidence of how
+	// many calls a caller keeps open at once (e.g. against a hanging driver).
+	inFlight, maxInFlight map[string]int
 }
 
 var _ driver.Driver = &Driver{}
 
 // New returns an empty, healthy driver.
 func New() *Driver {
-	return &Driver{lbs: map[string]*LoadBalancer{}, byRecord: map[string]string{}, faults: map[string]*Fault{}, healthy: true}
+	return &Driver{lbs: map[string]*LoadBalancer{}, byRecord: map[string]string{}, faults: map[string]*Fault{}, healthy: true,
+		inFlight: map[string]int{}, maxInFlight: map[string]int{}}
 }
 
 // Handler serves the driver with the protocol kit, plus HTTP-level faults.
@@ -112,6 +116,13 @@ func (d *Driver) Handler(opts driver.HandlerOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webhook := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 		d.mu.Lock()
+		d.inFlight[webhook]++
+		d.maxInFlight[webhook] = max(d.maxInFlight[webhook], d.inFlight[webhook])
+		defer func() {
+			d.mu.Lock()
+			d.inFlight[webhook]--
+			d.mu.Unlock()
+		}()
 		f := d.faults[webhook]
 		var status int
 		var bad bool
@@ -156,6 +167,14 @@ func (d *Driver) ClearFaults() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.faults = map[string]*Fault{}
+}
+
+// InFlight returns how many calls of webhook are being served now, and the most there ever were
+// at once.
+func (d *Driver) InFlight(webhook string) (now, peak int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inFlight[webhook], d.maxInFlight[webhook]
 }
 
 // SetHealthy sets healthz's answer.

@@ -1,0 +1,168 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// Several backends may have one address on one load balancer: members with overlapping pod
+// CIDRs, node addresses reused across clusters, two groups listing the same static address. The
+// device holds the address once, so deregistering it for one record would take it away from the
+// others, which still say Registered. Such records are reported (a record condition, events, a
+// group condition), and a record going away skips deregisterBackend while another live record of
+// the same load balancer holds the address registered: the last holder deregisters it.
+
+const (
+	// DuplicateAddress is a BackendRecord condition (lbfed's, beside LBCF's Registered): True
+	// while other live records of the same load balancer hold the same address.
+	DuplicateAddress lbcfv1beta1.BackendRecordConditionType = "DuplicateAddress"
+	// GroupDuplicateAddresses is a BackendGroup condition: True while some of its records share
+	// their address with other records of the same load balancer.
+	GroupDuplicateAddresses = "DuplicateAddresses"
+)
+
+// recordAddr is the address a record holds (or will hold) on its load balancer, "" when unknown.
+func recordAddr(br *lbcfv1beta1.BackendRecord) string {
+	if br.Status.BackendAddr != "" {
+		return br.Status.BackendAddr
+	}
+	if br.Spec.StaticAddr != nil {
+		return *br.Spec.StaticAddr
+	}
+	return ""
+}
+
+// lbAddrKey identifies an address on a load balancer: records of groups in several namespaces
+// may use one shared ("lbcf-") load balancer.
+func lbAddrKey(ns, lbName, addr string) string { return sharedKey(ns, lbName).String() + "|" + addr }
+
+// recordLBAddrKey is the index key of a record, "" when it has no address yet.
+func recordLBAddrKey(br *lbcfv1beta1.BackendRecord) string {
+	addr := recordAddr(br)
+	if addr == "" {
+		return ""
+	}
+	return lbAddrKey(br.Namespace, br.Spec.LBName, addr)
+}
+
+// sameAddr lists the other records holding br's address on the same load balancer (same lbInfo:
+// the same device), read-only views of the cache.
+func (r *BackendRecordReconciler) sameAddr(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, error) {
+	key := recordLBAddrKey(br)
+	if key == "" {
+		return nil, nil
+	}
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := r.List(ctx, list, client.MatchingFields{indexRecordLBAddr: key}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list records by address: %w", err)
+	}
+	var out []*lbcfv1beta1.BackendRecord
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID != br.UID && maps.Equal(o.Spec.LBInfo, br.Spec.LBInfo) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func live(list []*lbcfv1beta1.BackendRecord) []*lbcfv1beta1.BackendRecord {
+	var out []*lbcfv1beta1.BackendRecord
+	for _, o := range list {
+		if o.DeletionTimestamp == nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// duplicateCondition returns br's DuplicateAddress condition when it must change (nil
+// otherwise), and the live records it shares its address with. Records that never shared an
+// address get no condition at all: no write for them.
+func (r *BackendRecordReconciler) duplicateCondition(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.BackendRecordCondition, []*lbcfv1beta1.BackendRecord, error) {
+	others, err := r.sameAddr(ctx, br)
+	if err != nil {
+		return nil, nil, err
+	}
+	others = live(others)
+	cur := br.Status.Condition(DuplicateAddress)
+	switch {
+	case len(others) > 0:
+		c := &lbcfv1beta1.BackendRecordCondition{Type: DuplicateAddress, Status: lbcfv1beta1.ConditionTrue, Reason: "SharedAddress",
+			Message: fmt.Sprintf("address %s of load balancer %s is also held by %s; the last holder deregisters it", recordAddr(br), br.Spec.LBName, describe(others))}
+		if cur != nil && cur.Status == c.Status && cur.Message == c.Message {
+			return nil, others, nil
+		}
+		return c, others, nil
+	case cur != nil && cur.Status != lbcfv1beta1.ConditionFalse:
+		return &lbcfv1beta1.BackendRecordCondition{Type: DuplicateAddress, Status: lbcfv1beta1.ConditionFalse, Reason: "SoleHolder",
+			Message: fmt.Sprintf("no other record holds address %s", recordAddr(br))}, nil, nil
+	}
+	return nil, nil, nil
+}
+
+// describe names records (and their member clusters), a few of them.
+func describe(list []*lbcfv1beta1.BackendRecord) string {
+	names := make([]string, 0, len(list))
+	for _, o := range list {
+		n := o.Namespace + "/" + o.Name
+		if c := o.Labels[lbcfv1beta1.LabelCluster]; c != "" {
+			n += " (cluster " + c + ")"
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	const most = 5
+	if len(names) > most {
+		return fmt.Sprintf("%s and %d more records", strings.Join(names[:most], ", "), len(names)-most)
+	}
+	return "record " + strings.Join(names, ", ")
+}
+
+// reportDuplicate tells a change of br's DuplicateAddress condition: events on the record and
+// its group when the address becomes shared, and a wake-up of the other holders, so that their
+// own condition follows.
+func (r *BackendRecordReconciler) reportDuplicate(ctx context.Context, br *lbcfv1beta1.BackendRecord, c *lbcfv1beta1.BackendRecordCondition, others []*lbcfv1beta1.BackendRecord) {
+	if c.Status == lbcfv1beta1.ConditionTrue {
+		r.Recorder.Eventf(br, nil, corev1.EventTypeWarning, "DuplicateAddress", "EnsureBackend", "%s", c.Message)
+		if ref := metav1.GetControllerOf(br); ref != nil && ref.Kind == lbcfv1beta1.KindBackendGroup {
+			bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: br.Namespace, Name: ref.Name, UID: ref.UID}}
+			r.Recorder.Eventf(bg, nil, corev1.EventTypeWarning, "DuplicateAddress", "Sync", "record %s: %s", br.Name, c.Message)
+		}
+	}
+	// A little later: br's address may have reached the cache they read only just now.
+	time.AfterFunc(time.Second, func() { r.wakeAll(ctx, others) })
+}
+
+func (r *BackendRecordReconciler) wakeAll(ctx context.Context, list []*lbcfv1beta1.BackendRecord) {
+	for _, o := range list {
+		r.wakeups.wake(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
+	}
+}
+
+// heldByAnother returns the live records that hold br's address registered on the same load
+// balancer: while there is one, br's deregistration must not take the address off the device.
+func (r *BackendRecordReconciler) heldByAnother(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, []*lbcfv1beta1.BackendRecord, error) {
+	others, err := r.sameAddr(ctx, br)
+	if err != nil {
+		return nil, nil, err
+	}
+	var holders []*lbcfv1beta1.BackendRecord
+	for _, o := range live(others) {
+		if o.IsRegistered() {
+			holders = append(holders, o)
+		}
+	}
+	return holders, live(others), nil
+}

@@ -1,0 +1,185 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+)
+
+// AnnotationPodSource on a pod sent to a driver (generateBackendAddr, judgePodDeregister) says
+// where it comes from: "member" (the member cluster's own Pod, read through Karmada's cluster
+// proxy) or "synthetic" (rebuilt from the member's compact report: name, namespace, a short UID,
+// IPs, node, phase and readiness — no labels, annotations or container statuses). A pod is
+// synthetic when no member fetcher is configured, the member cannot be reached, or its pod is
+// not the one the record was made for.
+const AnnotationPodSource = "lbfed.io/pod-source"
+
+// Values of AnnotationPodSource.
+const (
+	PodSourceMember    = "member"
+	PodSourceSynthetic = "synthetic"
+)
+
+// MemberPodFetcher reads a member cluster's Pod. In federated mode the engine gives drivers the
+// real pod when it can, and the synthetic one otherwise.
+type MemberPodFetcher interface {
+	// MemberPod returns the pod, or an error when the member or the pod cannot be read.
+	MemberPod(ctx context.Context, cluster, namespace, name string) (*corev1.Pod, error)
+}
+
+// memberPod returns the pod to send for a federated backend: the member's own Pod when fetch
+// can read it and it is the incarnation the backend names (same short UID), with the cluster
+// label added; otherwise synthetic, annotated as such.
+func memberPod(ctx context.Context, fetch MemberPodFetcher, cluster string, synthetic *corev1.Pod) *corev1.Pod {
+	if fetch == nil || cluster == "" || synthetic == nil {
+		return synthetic
+	}
+	p, err := fetch.MemberPod(ctx, cluster, synthetic.Namespace, synthetic.Name)
+	switch {
+	case err != nil:
+		return markSynthetic(synthetic, fmt.Sprintf("member pod unreadable: %v", err))
+	case lbcfv1beta1.ShortUID(p.UID) != lbcfv1beta1.ShortUID(synthetic.UID):
+		return markSynthetic(synthetic, "the member's pod of that name is another incarnation")
+	}
+	p = p.DeepCopy()
+	p.TypeMeta.APIVersion, p.TypeMeta.Kind = "v1", "Pod"
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[lbcfv1beta1.LabelCluster] = cluster
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[AnnotationPodSource] = PodSourceMember
+	return p
+}
+
+// AnnotationPodSourceReason tells why a pod sent to a driver is synthetic.
+const AnnotationPodSourceReason = "lbfed.io/pod-source-reason"
+
+func markSynthetic(p *corev1.Pod, reason string) *corev1.Pod {
+	p = p.DeepCopy()
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[AnnotationPodSource] = PodSourceSynthetic
+	p.Annotations[AnnotationPodSourceReason] = reason
+	return p
+}
+
+// ClusterProxyPods is a MemberPodFetcher reading pods through Karmada's cluster proxy
+// (/apis/cluster.karmada.io/v1alpha1/clusters/<cluster>/proxy/api/v1/namespaces/<ns>/pods/<name>)
+// on the Karmada API server, with a short cache: a burst of records of one pod (one per port and
+// load balancer) costs one read. The identity in the rest config needs the clusters/proxy
+// subresource (verb get) of cluster.karmada.io.
+type ClusterProxyPods struct {
+	base   *url.URL
+	client *http.Client
+	ttl    time.Duration
+	// timeout bounds one read: a member that cannot be reached must not hold a record worker.
+	timeout time.Duration
+	max     int
+
+	mu    sync.Mutex
+	cache map[string]cachedPod
+}
+
+type cachedPod struct {
+	pod *corev1.Pod
+	err error
+	at  time.Time
+}
+
+// NewClusterProxyPods returns a fetcher for the Karmada API server of cfg; ttl (10s when 0) is
+// how long an answer (or a failure) is reused.
+func NewClusterProxyPods(cfg *rest.Config, ttl time.Duration) (*ClusterProxyPods, error) {
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("karmada client: %w", err)
+	}
+	host := cfg.Host
+	if !strings.Contains(host, "://") {
+		host = "https://" + host
+	}
+	base, err := url.Parse(strings.TrimSuffix(host, "/") + cfg.APIPath)
+	if err != nil {
+		return nil, fmt.Errorf("karmada host %q: %w", cfg.Host, err)
+	}
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	return &ClusterProxyPods{base: base, client: hc, ttl: ttl, timeout: 5 * time.Second, max: 10000, cache: map[string]cachedPod{}}, nil
+}
+
+var _ MemberPodFetcher = &ClusterProxyPods{}
+
+// MemberPod implements MemberPodFetcher.
+func (f *ClusterProxyPods) MemberPod(ctx context.Context, cluster, namespace, name string) (*corev1.Pod, error) {
+	key := cluster + "/" + namespace + "/" + name
+	now := time.Now()
+	f.mu.Lock()
+	if c, ok := f.cache[key]; ok && now.Sub(c.at) < f.ttl {
+		f.mu.Unlock()
+		return c.pod, c.err
+	}
+	f.mu.Unlock()
+	pod, err := f.get(ctx, cluster, namespace, name)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.cache) >= f.max {
+		for k, c := range f.cache {
+			if now.Sub(c.at) >= f.ttl {
+				delete(f.cache, k)
+			}
+		}
+		if len(f.cache) >= f.max {
+			f.cache = map[string]cachedPod{}
+		}
+	}
+	f.cache[key] = cachedPod{pod: pod, err: err, at: now}
+	return pod, err
+}
+
+func (f *ClusterProxyPods) get(ctx context.Context, cluster, namespace, name string) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	u := *f.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/apis/cluster.karmada.io/v1alpha1/clusters/" + url.PathEscape(cluster) +
+		"/proxy/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	rsp, err := f.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s/%s of cluster %s: %w", namespace, name, cluster, err)
+	}
+	defer rsp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(rsp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read pod %s/%s of cluster %s: %w", namespace, name, cluster, err)
+	}
+	if rsp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get pod %s/%s of cluster %s: HTTP %d: %.200s", namespace, name, cluster, rsp.StatusCode, body)
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(body, pod); err != nil {
+		return nil, fmt.Errorf("decode pod %s/%s of cluster %s: %w", namespace, name, cluster, err)
+	}
+	if pod.Kind != "" && pod.Kind != "Pod" {
+		return nil, fmt.Errorf("get pod %s/%s of cluster %s: got a %s", namespace, name, cluster, pod.Kind)
+	}
+	return pod, nil
+}

@@ -1,0 +1,59 @@
+package controller_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+)
+
+// Two backends with one address on one load balancer (pods of overlapping pod CIDRs, here two
+// pods given the same IP): the first to go must not take the address off the device while the
+// other's record still says Registered. The last holder deregisters it.
+func TestSharedAddressIsDeregisteredByTheLastHolder(t *testing.T) {
+	e := newEnv(t)
+	g := e.g
+	e.start(fastOptions())
+	e.driverObj("mem")
+	e.lb("lb1", "mem")
+	id := e.lbID("lb1")
+	p0 := e.pod("web-0", "web", "10.1.0.1")
+	p1 := e.pod("web-1", "web", "10.1.0.1")
+	e.pod("web-2", "web", "10.1.0.2")
+	e.podGroup("web", []string{"lb1"}, []int32{80})
+	g.Eventually(func() int32 { return e.group("web").Status.RegisteredBackends }, wait).Should(Equal(int32(3)))
+	g.Expect(e.backends(id)()).To(ConsistOf("10.1.0.1:80", "10.1.0.2:80"))
+
+	g.Expect(e.c.Delete(e.ctx, p0)).To(Succeed())
+	g.Eventually(func() []lbcfv1beta1.BackendRecord { return e.records("web") }, wait).Should(HaveLen(2), "web-0's record is gone")
+	g.Expect(e.backends(id)()).To(ConsistOf("10.1.0.1:80", "10.1.0.2:80"), "web-1's record still holds 10.1.0.1:80")
+	g.Expect(e.events("SharedAddrKept")()).NotTo(BeEmpty(), "the skipped deregistration is told")
+
+	// Reported on the records and the group while both held it (checked on what is left).
+	p3 := e.pod("web-3", "web", "10.1.0.2")
+	g.Eventually(func(g Gomega) {
+		var dup []string
+		for _, br := range e.records("web") {
+			if c := br.Status.Condition(controller.DuplicateAddress); c != nil && c.Status == lbcfv1beta1.ConditionTrue {
+				dup = append(dup, br.Spec.PodBackendInfo.Name)
+			}
+		}
+		g.Expect(dup).To(ConsistOf("web-2", "web-3"))
+	}, wait).Should(Succeed())
+	g.Eventually(e.events("DuplicateAddress"), wait).ShouldNot(BeEmpty())
+	g.Eventually(func() []metav1.Condition { return e.group("web").Status.Conditions }, wait).Should(ContainElement(And(
+		HaveField("Type", controller.GroupDuplicateAddresses), HaveField("Status", metav1.ConditionTrue))))
+
+	// The last holder deregisters.
+	g.Expect(e.c.Delete(e.ctx, p1)).To(Succeed())
+	g.Eventually(e.backends(id), wait).Should(ConsistOf("10.1.0.2:80"))
+	g.Expect(e.c.Delete(e.ctx, p3)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.records("web")).To(HaveLen(1))
+		g.Expect(e.records("web")[0].Status.Condition(controller.DuplicateAddress)).To(Or(BeNil(), HaveField("Status", lbcfv1beta1.ConditionFalse)))
+	}, wait).Should(Succeed(), "a record left alone with its address says so")
+	g.Expect(e.backends(id)()).To(ConsistOf("10.1.0.2:80"))
+}
