@@ -469,18 +469,21 @@ func podSentToDriver(d *servedDriver, name string) *corev1.Pod {
 	return sent
 }
 
-// requireRealPods skips while lbfed-controller cannot send the member's real pod — a known gap
-// of issue 13: the pod it sends says nothing of its source (an engine without the real-pod work),
-// or says "synthetic" without a reason (no member pod fetcher configured). Once the controller
-// fetches member pods, a synthetic pod is a failure: both members are reachable here.
+// requireRealPods checks that the pod sent to the driver is the member's own (lbfed-controller
+// reads it through Karmada's cluster proxy): both members are reachable here. It skips, naming
+// it, on one known product defect out of this suite's reach: Karmada's cluster proxy impersonates
+// the caller's ServiceAccount groups (system:serviceaccounts, system:serviceaccounts:<ns>) in the
+// member, and nothing lets the member's karmada-impersonator impersonate them, so the member
+// refuses the read with 403 (karmada-io/karmada#2075, #5278; a fix belongs to the lbfed chart's
+// RBAC). The skip lifts by itself once the member pod arrives.
 func requireRealPods(t *testing.T, g Gomega, sent *corev1.Pod) {
-	src, ok := sent.Annotations[podSource]
-	_, reason := sent.Annotations[podSourceReason]
-	if !ok || (src == "synthetic" && !reason) {
-		t.Skipf("product gap (issue 13, real member pods): lbfed-controller sends drivers a pod rebuilt from the member's report "+
-			"(labels %v, annotations %v, uid %q) instead of the member's pod; this case needs the member's real pod", sent.Labels, sent.Annotations, sent.UID)
+	reason := sent.Annotations[podSourceReason]
+	if sent.Annotations[podSource] == "synthetic" && strings.Contains(reason, "HTTP 403") && strings.Contains(reason, "karmada-impersonator") {
+		t.Skipf("product defect (issue 13, real member pods): the member refuses lbfed-controller's pod read through Karmada's cluster proxy "+
+			"because karmada-impersonator may not impersonate the controller's ServiceAccount groups; drivers get a synthetic pod "+
+			"(labels %v, uid %q). Reason: %s", sent.Labels, sent.UID, reason)
 	}
-	g.Expect(src).To(Equal("member"), "the member's own pod reaches the driver (reason if not: %q)", sent.Annotations[podSourceReason])
+	g.Expect(sent.Annotations).To(HaveKeyWithValue(podSource, "member"), "the member's own pod reaches the driver (reason if not: %q)", reason)
 }
 
 // serviceBackends: a BackendGroup with spec.service registers, per member, each of its nodes at
