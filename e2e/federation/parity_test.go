@@ -334,7 +334,8 @@ func (p *parityEnv) createPod(g Gomega, member, ns, name string, labels, annotat
 	}, parityWait, 200*time.Millisecond).Should(Succeed())
 }
 
-func podReady(pod *corev1.Pod) bool {
+// isPodReadyParity reports the pod's Ready condition.
+func isPodReadyParity(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -348,7 +349,7 @@ func (p *parityEnv) readyPod(g Gomega, member, ns, name string) *corev1.Pod {
 	pod := &corev1.Pod{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(p.members[member].Get(p.ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-		g.Expect(podReady(pod) && pod.Status.PodIP != "").To(BeTrue(), "pod %s/%s in %s Ready with an IP", ns, name, member)
+		g.Expect(isPodReadyParity(pod) && pod.Status.PodIP != "").To(BeTrue(), "pod %s/%s in %s Ready with an IP", ns, name, member)
 	}, parityWait, 200*time.Millisecond).Should(Succeed())
 	return pod
 }
@@ -365,7 +366,8 @@ func (p *parityEnv) setPodStatus(g Gomega, member, ns, name string, mutate func(
 	}, parityWait, 200*time.Millisecond).Should(Succeed())
 }
 
-func notReady(pod *corev1.Pod) {
+// markNotReady turns a pod's Ready and ContainersReady conditions False (it keeps running).
+func markNotReady(pod *corev1.Pod) {
 	for i, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
 			pod.Status.Conditions[i].Status = corev1.ConditionFalse
@@ -373,8 +375,9 @@ func notReady(pod *corev1.Pod) {
 	}
 }
 
-func failed(pod *corev1.Pod) {
-	notReady(pod)
+// markFailed makes a pod stop running (phase Failed, not Ready).
+func markFailed(pod *corev1.Pod) {
+	markNotReady(pod)
 	pod.Status.Phase = corev1.PodFailed
 }
 
@@ -444,7 +447,7 @@ func (p *parityEnv) events(g Gomega, ns, name string) []string {
 	return out
 }
 
-func sorted(s ...string) []string {
+func sortedAddrs(s ...string) []string {
 	out := append([]string{}, s...)
 	sort.Strings(out)
 	return out
@@ -529,7 +532,7 @@ spec:
 			}
 		}
 		g.Expect(out).NotTo(BeEmpty())
-		return sorted(out...)
+		return sortedAddrs(out...)
 	}
 	g.Eventually(func(g Gomega) {
 		var all []string
@@ -539,7 +542,7 @@ spec:
 			g.Expect(p.records(g, ns, client.MatchingLabels{lbcfv1beta1.LabelCluster: m})).To(HaveLen(len(want)), "one record per node of %s", m)
 			all = append(all, want...)
 		}
-		g.Expect(d.BackendAddrs(lbID)).To(Equal(sorted(all...)), "the driver holds every member's nodes × nodePort")
+		g.Expect(d.BackendAddrs(lbID)).To(Equal(sortedAddrs(all...)), "the driver holds every member's nodes × nodePort")
 	}, parityWait, time.Second).Should(Succeed())
 	for _, br := range p.records(g, ns, nil) {
 		g.Expect(br.Spec.ServiceBackendInfo).NotTo(BeNil())
@@ -605,17 +608,17 @@ func (p *parityEnv) ifNotRunning(t *testing.T) {
 	p.createPod(g, "m1", ns, "ifr-a", map[string]string{"app": "ifr"}, nil)
 	p.createPod(g, "m1", ns, "ifr-b", map[string]string{"app": "ifr"}, nil)
 	a, b := addr8080(p.readyPod(g, "m1", ns, "ifr-a")), addr8080(p.readyPod(g, "m1", ns, "ifr-b"))
-	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sorted(a, b)))
+	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sortedAddrs(a, b)))
 
 	// a: NotReady, still Running. Then b: stopped (Failed): its deregistration, reported after
 	// a's change, is the evidence that the controller saw and judged both.
-	p.setPodStatus(g, "m1", ns, "ifr-a", notReady)
-	p.setPodStatus(g, "m1", ns, "ifr-b", failed)
+	p.setPodStatus(g, "m1", ns, "ifr-a", markNotReady)
+	p.setPodStatus(g, "m1", ns, "ifr-b", markFailed)
 	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal([]string{a}), "the pod that stopped running is deregistered")
 	g.Eventually(func(g Gomega) []string { return p.registeredAddrs(g, ns, nil) }, parityWait, time.Second).Should(Equal([]string{a}))
 	g.Expect(backendCalls(d, driver.DeregisterBackend, forAddr(a))).To(BeEmpty(), "the NotReady pod still running stays registered")
 
-	p.setPodStatus(g, "m1", ns, "ifr-a", failed)
+	p.setPodStatus(g, "m1", ns, "ifr-a", markFailed)
 	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(BeEmpty(), "once it stops running it goes too")
 }
 
@@ -641,10 +644,10 @@ func (p *parityEnv) webhookJudge(t *testing.T) {
 	p.createPod(g, "m1", ns, "wh-keep", map[string]string{"app": "wh"}, nil)
 	p.createPod(g, "m1", ns, "wh-drop", map[string]string{"app": "wh"}, nil)
 	keep, drop := addr8080(p.readyPod(g, "m1", ns, "wh-keep")), addr8080(p.readyPod(g, "m1", ns, "wh-drop"))
-	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sorted(keep, drop)))
+	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sortedAddrs(keep, drop)))
 
-	p.setPodStatus(g, "m1", ns, "wh-keep", notReady)
-	p.setPodStatus(g, "m1", ns, "wh-drop", notReady)
+	p.setPodStatus(g, "m1", ns, "wh-keep", markNotReady)
+	p.setPodStatus(g, "m1", ns, "wh-drop", markNotReady)
 	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal([]string{keep}), "the pod the driver did not keep is deregistered")
 	g.Expect(p.registeredAddrs(g, ns, nil)).To(Equal([]string{keep}))
 	g.Expect(backendCalls(d, driver.DeregisterBackend, forAddr(keep))).To(BeEmpty())
@@ -695,13 +698,13 @@ func (p *parityEnv) keepLabelJudge(t *testing.T) {
 	p.createPod(g, "m1", ns, "kl-keep", map[string]string{"app": "kl", memdriver.KeepLabel: "true"}, nil)
 	p.createPod(g, "m1", ns, "kl-drop", map[string]string{"app": "kl"}, nil)
 	keep, drop := addr8080(p.readyPod(g, "m1", ns, "kl-keep")), addr8080(p.readyPod(g, "m1", ns, "kl-drop"))
-	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sorted(keep, drop)))
+	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sortedAddrs(keep, drop)))
 	sent := podSentToDriver(d, "kl-keep")
 	g.Expect(sent).NotTo(BeNil(), "generateBackendAddr was called for the pod")
 	requireRealPods(t, g, sent)
 
-	p.setPodStatus(g, "m1", ns, "kl-keep", notReady)
-	p.setPodStatus(g, "m1", ns, "kl-drop", notReady)
+	p.setPodStatus(g, "m1", ns, "kl-keep", markNotReady)
+	p.setPodStatus(g, "m1", ns, "kl-drop", markNotReady)
 	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).ShouldNot(ContainElement(drop), "the unlabelled NotReady pod is deregistered")
 	g.Expect(d.BackendAddrs(lbID)).To(Equal([]string{keep}), "the NotReady pod carrying the keep label stays registered")
 	g.Expect(p.registeredAddrs(g, ns, nil)).To(Equal([]string{keep}))
@@ -723,7 +726,7 @@ func (p *parityEnv) ensureAlways(t *testing.T) {
 	p.createPod(g, "m1", ns, "always-1", map[string]string{"app": "always"}, nil)
 	p.createPod(g, "m1", ns, "once-1", map[string]string{"app": "once"}, nil)
 	always, once := addr8080(p.readyPod(g, "m1", ns, "always-1")), addr8080(p.readyPod(g, "m1", ns, "once-1"))
-	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sorted(always, once)))
+	g.Eventually(d.BackendAddrs, parityWait, time.Second).WithArguments(lbID).Should(Equal(sortedAddrs(always, once)))
 	var alwaysRec, onceRec *lbcfv1beta1.BackendRecord
 	g.Eventually(func(g Gomega) {
 		alwaysRec, onceRec = p.recordOfPod(g, ns, "al-lb", "always-1"), p.recordOfPod(g, ns, "al-lb", "once-1")
@@ -746,7 +749,7 @@ func (p *parityEnv) ensureAlways(t *testing.T) {
 	g.Expect(len(calls)).To(BeNumerically("<=", int(window/minPeriod)+2), "periodic, not a loop: %d calls in %s", len(calls), window)
 	g.Expect(backendCalls(d, driver.EnsureBackend, forRecord(driver.EnsureBackend, onceRec))).To(HaveLen(1),
 		"IfNotSucc: a registered backend is not ensured again")
-	g.Expect(d.BackendAddrs(lbID)).To(Equal(sorted(always, once)))
+	g.Expect(d.BackendAddrs(lbID)).To(Equal(sortedAddrs(always, once)))
 }
 
 // severalLoadBalancers: one group registers its pods of both members on two load balancers;
@@ -760,7 +763,7 @@ func (p *parityEnv) severalLoadBalancers(t *testing.T) {
 	idA, idB := p.memLBID(g, ns, "ml-a"), p.memLBID(g, ns, "ml-b")
 	p.createPod(g, "m1", ns, "ml-1", map[string]string{"app": "ml"}, nil)
 	p.createPod(g, "m2", ns, "ml-2", map[string]string{"app": "ml"}, nil)
-	both := sorted(addr8080(p.readyPod(g, "m1", ns, "ml-1")), addr8080(p.readyPod(g, "m2", ns, "ml-2")))
+	both := sortedAddrs(addr8080(p.readyPod(g, "m1", ns, "ml-1")), addr8080(p.readyPod(g, "m2", ns, "ml-2")))
 	g.Eventually(func(g Gomega) {
 		g.Expect(d.BackendAddrs(idA)).To(Equal(both))
 		g.Expect(d.BackendAddrs(idB)).To(Equal(both))
@@ -820,7 +823,7 @@ func (p *parityEnv) delayedEnsure(t *testing.T) {
 	// The old pod turns NotReady (it is not deleted: kwok would hand its IP to the next pod of
 	// the member); its deregistration stays in progress until released.
 	d.Inject(driver.DeregisterBackend, memdriver.Fault{Running: 1 << 20, RetryDelay: 1, Msg: "parity: draining"})
-	p.setPodStatus(g, "m1", ns, "de-old", notReady)
+	p.setPodStatus(g, "m1", ns, "de-old", markNotReady)
 	g.Eventually(func() int {
 		return len(withStatus(backendCalls(d, driver.DeregisterBackend, forRecord(driver.DeregisterBackend, oldRec)), driver.StatusRunning))
 	}, parityWait, 200*time.Millisecond).Should(BeNumerically(">=", 1))
@@ -983,7 +986,7 @@ func (p *parityEnv) hangingNeighbour(t *testing.T) {
 	go func() {
 		for ev := range w.ResultChan() {
 			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type == watch.Deleted || !podReady(pod) || pod.Status.PodIP == "" {
+			if !ok || ev.Type == watch.Deleted || !isPodReadyParity(pod) || pod.Status.PodIP == "" {
 				continue
 			}
 			mu.Lock()
@@ -1050,7 +1053,7 @@ spec:
 
 	loaded, samples := phase("load", n)
 	in, ab = hanging.flight(driver.EnsureBackend)
-	p50b, p99b, p50l, p99l := percentile(base, 50), percentile(base, 99), percentile(loaded, 50), percentile(loaded, 99)
+	p50b, p99b, p50l, p99l := parityPercentile(base, 50), parityPercentile(base, 99), parityPercentile(loaded, 50), parityPercentile(loaded, 99)
 	t.Logf("healthy driver pod-Ready→registered, %d pods each: alone p50 %s p99 %s; beside the hanging driver p50 %s p99 %s; p99 ratio %.2f (p50 ratio %.2f); hanging driver now: %d in flight, %d given up",
 		n, p50b, p99b, p50l, p99l, float64(p99l)/float64(p99b), float64(p50l)/float64(p50b), in, ab)
 	g.Expect(samples).NotTo(BeEmpty())
@@ -1061,8 +1064,8 @@ spec:
 	g.Expect(healthy.BackendAddrs(hID)).To(HaveLen(2*n), "every healthy pod is on the healthy load balancer")
 }
 
-// percentile is the nearest-rank percentile of ds.
-func percentile(ds []time.Duration, p int) time.Duration {
+// parityPercentile is the nearest-rank percentile of ds.
+func parityPercentile(ds []time.Duration, p int) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
