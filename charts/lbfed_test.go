@@ -190,7 +190,7 @@ func TestLBFedRender(t *testing.T) {
 			},
 		},
 		"monitoring-values.yaml": {
-			controller: true, member: true, memberNS: "lbfed-system", url: svcURL,
+			controller: true, member: true, memberNS: "lbfed-system", url: svcURL, admissionURL: admissionSvcURL,
 			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
 			external: []string{"karmada-kubeconfig"},
 			check: func(g Gomega, r lbfedRendering) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -98,6 +99,11 @@ func TestBindingLossKeepsBackends(t *testing.T) {
 			e.g.Expect(e.c.Delete(e.ctx, &workv1alpha2.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: e.rb.Name}})).To(Succeed())
 		}},
 		{"binding with no clusters", func(e *env) { e.setTargets() }},
+		{"Cluster objects deleted", func(e *env) {
+			for _, m := range []string{"m1", "m2"} {
+				e.g.Expect(e.c.Delete(e.ctx, &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + m}})).To(Succeed())
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 2*time.Second)
@@ -110,11 +116,17 @@ func TestBindingLossKeepsBackends(t *testing.T) {
 			deregs := e.drv.CountCalls(driver.DeregisterBackend)
 
 			tc.lose(e)
-			// The controller notices (condition), waits out the grace period, and then holds
-			// every member: no member is observed to serve.
-			g.Eventually(func(g Gomega) metav1.ConditionStatus {
-				return e.condition(g, lbcfv1beta1.BackendGroupBindingMissing).Status
-			}, wait).Should(Equal(metav1.ConditionTrue))
+			// The controller notices, waits out the grace period, and then holds every member: no
+			// member is observed to serve.
+			reason := "BindingMissing"
+			if tc.name == "Cluster objects deleted" {
+				reason = "ClusterGone"
+			} else {
+				g.Eventually(func(g Gomega) metav1.ConditionStatus {
+					return e.condition(g, lbcfv1beta1.BackendGroupBindingMissing).Status
+				}, wait).Should(Equal(metav1.ConditionTrue))
+			}
+			g.Eventually(func(g Gomega) string { return e.member(g, "m1").Message }, wait).Should(ContainSubstring(reason))
 			g.Eventually(func(g Gomega) {
 				for _, m := range []string{"m1", "m2"} {
 					st := e.member(g, m)
@@ -126,19 +138,26 @@ func TestBindingLossKeepsBackends(t *testing.T) {
 			g.Expect(e.backends()).To(HaveLen(4))
 			g.Expect(e.drv.CountCalls(driver.DeregisterBackend)).To(Equal(deregs))
 
-			// The binding comes back: the group follows its reports again.
-			if tc.name == "binding deleted" {
+			// The binding (or the Clusters) come back: the group follows its reports again.
+			switch tc.name {
+			case "Cluster objects deleted":
+				e.cluster("m1", true)
+				e.cluster("m2", true)
+			case "binding deleted":
 				e.rb = &workv1alpha2.ResourceBinding{ObjectMeta: metav1.ObjectMeta{Name: e.rb.Name, Namespace: e.ns}, Spec: e.rb.Spec}
 				g.Expect(e.c.Create(e.ctx, e.rb)).To(Succeed())
-			} else {
+			default:
 				e.setTargets("m1", "m2")
 			}
 			m1 = append(m1, pod{"e", "10.1.0.3", true})
 			e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
 			g.Eventually(e.backends, wait).Should(HaveLen(5))
-			g.Eventually(func(g Gomega) metav1.ConditionStatus {
-				return e.condition(g, lbcfv1beta1.BackendGroupBindingMissing).Status
-			}, wait).Should(Equal(metav1.ConditionFalse))
+			if reason == "BindingMissing" {
+				g.Eventually(func(g Gomega) metav1.ConditionStatus {
+					return e.condition(g, lbcfv1beta1.BackendGroupBindingMissing).Status
+				}, wait).Should(Equal(metav1.ConditionFalse))
+			}
+			g.Eventually(e.memberState("m1"), wait).Should(Equal(lbcfv1beta1.MemberContributing))
 			g.Expect(e.drv.CountCalls(driver.DeregisterBackend)).To(Equal(deregs))
 		})
 	}
