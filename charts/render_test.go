@@ -431,6 +431,10 @@ func checkSelectors(objs []*unstructured.Unstructured, pods map[string]corev1.Po
 	return errs
 }
 
+// karmadaServiceAccounts exist in every member Karmada joins (karmadactl join creates them): the
+// charts may bind them without rendering them.
+var karmadaServiceAccounts = map[string]bool{"karmada-cluster/karmada-impersonator": true}
+
 // checkRBAC: bindings refer to rendered roles and ServiceAccounts, Roles sit in the binding's
 // namespace.
 func checkRBAC(objs []*unstructured.Unstructured) []error {
@@ -462,7 +466,7 @@ func checkRBAC(objs []*unstructured.Unstructured) []error {
 			if s.Kind != "ServiceAccount" {
 				continue
 			}
-			found := false
+			found := karmadaServiceAccounts[s.Namespace+"/"+s.Name]
 			for _, sa := range ofKind(objs, "ServiceAccount") {
 				found = found || (sa.GetName() == s.Name && sa.GetNamespace() == s.Namespace)
 			}

@@ -378,6 +378,45 @@ subjects:
   {{- with .Values.karmada.rbac.extraSubjects }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- with $m.clusterProxyImpersonator }}{{ if .name }}
+---
+# Karmada's proxy impersonates the caller and its groups in the member; Karmada's own sync of
+# impersonation rules leaves the ServiceAccount groups out (karmada-io/karmada#2075).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $cluster }}-federation-impersonation
+  labels:
+    {{- $labels | nindent 4 }}
+rules:
+  - apiGroups: [""]
+    resources: [serviceaccounts]
+    verbs: [impersonate]
+    resourceNames: [{{ $.Values.karmada.rbac.serviceAccountName }}]
+  - apiGroups: [""]
+    resources: [users]
+    verbs: [impersonate]
+    resourceNames: ["system:serviceaccount:{{ $.Values.karmada.namespace }}:{{ $.Values.karmada.rbac.serviceAccountName }}"]
+  - apiGroups: [""]
+    resources: [groups]
+    verbs: [impersonate]
+    resourceNames: ["system:serviceaccounts", "system:serviceaccounts:{{ $.Values.karmada.namespace }}", "system:authenticated"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $cluster }}-federation-impersonation
+  labels:
+    {{- $labels | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $cluster }}-federation-impersonation
+subjects:
+  - kind: ServiceAccount
+    name: {{ .name }}
+    namespace: {{ .namespace }}
+{{- end }}{{ end }}
 {{- if $m.leaderElection.enabled }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -645,6 +684,14 @@ spec:
     - apiVersion: rbac.authorization.k8s.io/v1
       kind: ClusterRoleBinding
       name: {{ $cluster }}-federation-pods
+    {{- if $m.clusterProxyImpersonator.name }}
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRole
+      name: {{ $cluster }}-federation-impersonation
+    - apiVersion: rbac.authorization.k8s.io/v1
+      kind: ClusterRoleBinding
+      name: {{ $cluster }}-federation-impersonation
+    {{- end }}
     {{- if $m.leaderElection.enabled }}
     - apiVersion: rbac.authorization.k8s.io/v1
       kind: Role
