@@ -2,6 +2,7 @@ package federation_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -21,6 +22,12 @@ import (
 // shortened so the benchmark is about the controller, not sleeps.
 func radwareDriver(tb testing.TB) (url string, sim *alteonsim.Pair) {
 	o := alteonsim.Options{ApplyDuration: 20 * time.Millisecond, SaveDuration: 5 * time.Millisecond, SyncDuration: 10 * time.Millisecond}
+	return radwareDriverWith(tb, o, 5*time.Millisecond, nil)
+}
+
+// radwareDriverWith serves the Radware driver over a simulated HA pair with the given device
+// timings and status poll interval; wrap, when set, wraps the driver's handler.
+func radwareDriverWith(tb testing.TB, o alteonsim.Options, poll time.Duration, wrap func(http.Handler) http.Handler) (url string, sim *alteonsim.Pair) {
 	sim = alteonsim.NewPair(o, o)
 	ua, ub, err := sim.Start()
 	if err != nil {
@@ -35,7 +42,7 @@ func radwareDriver(tb testing.TB) (url string, sim *alteonsim.Pair) {
 		}
 		units = append(units, c)
 	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 5 * time.Millisecond}, units...)
+	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: poll}, units...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -47,7 +54,11 @@ func radwareDriver(tb testing.TB) (url string, sim *alteonsim.Pair) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := httptest.NewServer(driver.NewHandler(drv, driver.HandlerOptions{}))
+	var h http.Handler = driver.NewHandler(drv, driver.HandlerOptions{})
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return srv.URL, sim
 }

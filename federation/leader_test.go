@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,12 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
-	"github.com/lbfed/lbfed/elb/radware"
-	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 	"github.com/lbfed/lbfed/interpreter"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
-	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
 // Leader election of the test replicas: short, so that failover is seconds, with the ratios of
@@ -509,33 +505,5 @@ func (l *callLog) firstAfter(t time.Time) (time.Time, bool) {
 // the calls.
 func recordedRadwareDriver(tb testing.TB, calls *callLog) (url string, sim *alteonsim.Pair) {
 	o := alteonsim.Options{ApplyDuration: 200 * time.Millisecond, SaveDuration: 20 * time.Millisecond, SyncDuration: 50 * time.Millisecond}
-	sim = alteonsim.NewPair(o, o)
-	ua, ub, err := sim.Start()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = sim.Close() })
-	var units []*alteon.Client
-	for _, u := range []string{ua, ub} {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: "admin", Password: "admin", RetryDelay: 5 * time.Millisecond})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		units = append(units, c)
-	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 10 * time.Millisecond}, units...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	drv, err := radware.NewDriver(radware.DriverOptions{Frontend: fe, RetryDelaySeconds: 1})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := httptest.NewServer(calls.wrap(driver.NewHandler(drv, driver.HandlerOptions{})))
-	tb.Cleanup(srv.Close)
-	return srv.URL, sim
+	return radwareDriverWith(tb, o, 10*time.Millisecond, calls.wrap)
 }
