@@ -22,6 +22,16 @@ import (
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
+// twoServingMembers makes the world with members m1 (pods a, b) and m2 (c, d), all registered.
+func (e *env) twoServingMembers() (m1, m2 []pod) {
+	e.world("m1", "m2")
+	m1 = []pod{{"a", "10.1.0.1", true}, {"b", "10.1.0.2", true}}
+	m2 = []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", true}}
+	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
+	e.g.Eventually(e.backends, wait).Should(HaveLen(4))
+	return m1, m2
+}
+
 // ensuredSince returns the addresses ensureBackend was called for from call index n on.
 func (e *env) ensuredSince(n int) []string {
 	var out []string
@@ -36,11 +46,7 @@ func (e *env) ensuredSince(n int) []string {
 func TestRecoveryOnlyFromFreshReport(t *testing.T) {
 	e := newEnv(t, 2*time.Second)
 	g := e.g
-	e.world("m1", "m2")
-	m1 := []pod{{"a", "10.1.0.1", true}, {"b", "10.1.0.2", true}}
-	m2 := []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", true}}
-	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
-	g.Eventually(e.backends, wait).Should(HaveLen(4))
+	m1, m2 := e.twoServingMembers()
 
 	e.cluster("m2", false)
 	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.2:80"), "withdrawn after grace while m1 serves")
@@ -108,11 +114,7 @@ func TestBindingLossKeepsBackends(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 2*time.Second)
 			g := e.g
-			e.world("m1", "m2")
-			m1 := []pod{{"a", "10.1.0.1", true}, {"b", "10.1.0.2", true}}
-			m2 := []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", true}}
-			e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
-			g.Eventually(e.backends, wait).Should(HaveLen(4))
+			m1, m2 := e.twoServingMembers()
 			deregs := e.drv.CountCalls(driver.DeregisterBackend)
 
 			tc.lose(e)
@@ -168,11 +170,7 @@ func TestBindingLossKeepsBackends(t *testing.T) {
 func TestMemberLossPolicies(t *testing.T) {
 	e := newEnv(t, 2*time.Second)
 	g := e.g
-	e.world("m1", "m2")
-	m1 := []pod{{"a", "10.1.0.1", true}, {"b", "10.1.0.2", true}}
-	m2 := []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", true}}
-	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
-	g.Eventually(e.backends, wait).Should(HaveLen(4))
+	e.twoServingMembers()
 
 	// Both members unobserved (a control-plane fault): both held past the grace period.
 	e.cluster("m1", false)
