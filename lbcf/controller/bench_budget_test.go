@@ -17,12 +17,12 @@ import (
 
 // BenchmarkHealthyDriverBesideHangingOne: the p99 time from a BackendGroup's creation to each
 // of its 300 backends registered on a healthy driver, first alone, then while another driver's
-// 400 records hang in generateBackendAddr (more than the 256 record workers). Default settings.
+// 600 records hang in generateBackendAddr (more than the 512 record workers). Default settings.
 // Both phases run on one controller; the ratio is the cost of the hanging neighbour. Run with:
 //
 //	go test ./lbcf/controller -run XXX -bench HangingOne -benchtime 1x
 func BenchmarkHealthyDriverBesideHangingOne(b *testing.B) {
-	const healthy, hanging = 300, 400
+	const healthy, hanging = 300, 600
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		e := newEnv(b)

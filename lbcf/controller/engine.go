@@ -98,9 +98,9 @@ func (o *Options) Defaults() {
 	seti(&o.DriverWorkers, 2)
 	seti(&o.LoadBalancerWorkers, 8)
 	seti(&o.BackendGroupWorkers, 8)
-	seti(&o.BackendRecordWorkers, 256)
+	seti(&o.BackendRecordWorkers, 512)
 	seti(&o.WriteParallelism, 16)
-	seti(&o.DriverCallBudget, max(o.BackendRecordWorkers/2, 1))
+	seti(&o.DriverCallBudget, max(o.BackendRecordWorkers*3/4, 1))
 	seti(&o.DegradedDriverCallBudget, 2)
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)

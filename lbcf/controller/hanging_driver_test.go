@@ -33,7 +33,7 @@ func TestHangingDriverDoesNotStarveOthers(t *testing.T) {
 		unhealthy bool // the hanging driver's healthz says so before its records come
 		peak      int  // most calls the hanging driver may see at once
 	}{
-		{"hanging driver", false, 4},          // half of 8 workers
+		{"hanging driver", false, 6},          // three quarters of 8 workers
 		{"unhealthy hanging driver", true, 2}, // the degraded budget
 	}
 	for _, tc := range cases {
