@@ -184,11 +184,16 @@ func TestDriversGetTheMemberPod(t *testing.T) {
 	e.world("a", "b")
 	// The driver judges not-Ready pods: it keeps those labelled KeepLabel=true.
 	bg := &lbcfv1beta1.BackendGroup{}
-	g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(e.bg), bg)).To(Succeed())
 	policy := lbcfv1beta1.DeregisterWebhook
-	bg.Spec.DeregisterPolicy = &policy
-	bg.Spec.DeregisterWebhook = &lbcfv1beta1.DeregisterWebhookSpec{DriverName: "mem"}
-	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	// The federation annotates the template meanwhile (the members' budget): retry on conflict.
+	g.Eventually(func() error {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(e.bg), bg); err != nil {
+			return err
+		}
+		bg.Spec.DeregisterPolicy = &policy
+		bg.Spec.DeregisterWebhook = &lbcfv1beta1.DeregisterWebhookSpec{DriverName: "mem"}
+		return e.c.Update(e.ctx, bg)
+	}, wait).Should(Succeed())
 	withUID := func(name, ip string, uid types.UID, ready bool) *runtime.RawExtension {
 		enc, _ := lbcfv1beta1.EncodeCandidates(nil, []lbcfv1beta1.Candidate{{Kind: lbcfv1beta1.CandidatePod, Name: name, UID: lbcfv1beta1.ShortUID(uid),
 			IPs: []string{ip}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: ready}}, 0)
