@@ -1,7 +1,6 @@
 package federation_test
 
 import (
-	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -417,26 +416,7 @@ func (r *replica) restarted() int {
 }
 
 // metric returns the sum of a metric's samples whose line contains match.
-func (r *replica) metric(name, match string) float64 {
-	rsp, err := http.Get(r.metrics)
-	if err != nil {
-		return -1
-	}
-	defer rsp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(rsp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, match) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		sum += v
-	}
-	return sum
-}
+func (r *replica) metric(name, match string) float64 { return scrapeSum(r.metrics, name, match) }
 
 // expectServing checks the replica's probes and that its interpreter answers Karmada's calls.
 func (r *replica) expectServing(g Gomega) {

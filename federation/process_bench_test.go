@@ -60,7 +60,13 @@ func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) 
 
 // metric returns the sum of a metric's samples whose labels contain match.
 func (p *controllerProcess) metric(name, match string) float64 {
-	rsp, err := http.Get(p.metrics)
+	return scrapeSum(p.metrics, name, match)
+}
+
+// scrapeSum reads a /metrics URL and returns the sum of metric name's samples whose line contains
+// match (-1 when the URL does not answer).
+func scrapeSum(url, name, match string) float64 {
+	rsp, err := http.Get(url)
 	if err != nil {
 		return -1
 	}
@@ -70,7 +76,7 @@ func (p *controllerProcess) metric(name, match string) float64 {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name) || !strings.Contains(line, match) {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") || !strings.Contains(line, match) {
 			continue
 		}
 		f := strings.Fields(line)
