@@ -52,7 +52,6 @@ type groupPlan struct {
 	// a member removed from the placement before this process started).
 	unknownAuthoritative bool
 	bindingMissing       bool
-	bindingSince         time.Time
 	// targets is the number of members the binding places the group on (0 when missing).
 	targets int
 	// request, when set, is a new lbfed.io/report-request value to write on the template.
@@ -99,7 +98,6 @@ type planInput struct {
 	// observations of every member known to the group (targets, remembered, previous).
 	observations   []observation
 	bindingMissing bool
-	bindingSince   time.Time
 	// request is the template's current lbfed.io/report-request value.
 	request string
 }
@@ -119,7 +117,7 @@ func serves(r *clusterReport) bool {
 
 // decide computes the plan of one group.
 func decide(in planInput) *groupPlan {
-	p := &groupPlan{members: map[string]*memberPlan{}, bindingMissing: in.bindingMissing, bindingSince: in.bindingSince}
+	p := &groupPlan{members: map[string]*memberPlan{}, bindingMissing: in.bindingMissing}
 	var pending []observation // unobserved past grace, or removed: withdrawn or held below
 	since := func(name string, state lbcfv1beta1.MemberState, reason string, at time.Time) metav1.Time {
 		if prev, ok := in.previous[name]; ok && prev.State == state && prev.Reason == reason && !prev.Since.IsZero() {

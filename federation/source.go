@@ -169,6 +169,7 @@ func (s *Source) plan(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (*group
 		in.previous[m.Name] = m
 	}
 	seen := map[string]bool{}
+	var bindingSince time.Time
 	if rb != nil && len(rb.Spec.Clusters) > 0 {
 		s.found("binding/" + string(bg.UID))
 		items := map[string]*workv1alpha2.AggregatedStatusItem{}
@@ -193,9 +194,9 @@ func (s *Source) plan(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (*group
 		}
 	} else {
 		in.bindingMissing = true
-		in.bindingSince = s.missingSince("binding/" + string(bg.UID))
-		if c := meta.FindStatusCondition(bg.Status.Conditions, lbcfv1beta1.BackendGroupBindingMissing); c != nil && c.Status == metav1.ConditionTrue && c.LastTransitionTime.Time.Before(in.bindingSince) {
-			in.bindingSince = c.LastTransitionTime.Time // persisted across restarts
+		bindingSince = s.missingSince("binding/" + string(bg.UID))
+		if c := meta.FindStatusCondition(bg.Status.Conditions, lbcfv1beta1.BackendGroupBindingMissing); c != nil && c.Status == metav1.ConditionTrue && c.LastTransitionTime.Time.Before(bindingSince) {
+			bindingSince = c.LastTransitionTime.Time // persisted across restarts
 		}
 	}
 	// Members the group knew that the binding does not (or no longer) name.
@@ -221,7 +222,7 @@ func (s *Source) plan(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (*group
 			continue // withdrawn and out of the placement: nothing left to say
 		}
 		if in.bindingMissing {
-			o.reason, o.since = "BindingMissing", in.bindingSince
+			o.reason, o.since = "BindingMissing", bindingSince
 		} else {
 			o.removed, o.reason, o.since = true, "RemovedFromPlacement", in.now
 		}
