@@ -3,15 +3,8 @@
 package federation_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -141,7 +134,7 @@ func TestFederatedBFE(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }, wait, 200*time.Millisecond).Should(Succeed())
 
-	writeBFEConf(t, root, httpAddr, addr(1), monitorAddr, dataDir)
+	g.Expect(bfe.WriteLoopbackRoot(root, ports[0], ports[1], ports[2], dataDir)).To(Succeed())
 	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "bfe", Path: bin, Dir: root, Tier: localup.TierClient,
 		Args: []string{"-c", root, "-l", filepath.Join(root, "log")}})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -214,67 +207,4 @@ func httpOK(url string) error {
 		return fmt.Errorf("%s: %s", url, rsp.Status)
 	}
 	return nil
-}
-
-// writeBFEConf writes BFE's configuration root: bfe.conf bound to loopback (v1.8.4+ options) with
-// the routing files taken from the driver's store, and the TLS files BFE needs even for HTTP.
-func writeBFEConf(t *testing.T, root, httpAddr, httpsAddr, monitorAddr, dataDir string) {
-	t.Helper()
-	port := func(a string) string { return a[strings.LastIndex(a, ":")+1:] }
-	conf := fmt.Sprintf(`[Server]
-HttpPort = %s
-HttpsPort = %s
-MonitorPort = %s
-HttpAddr = 127.0.0.1
-HttpsAddr = 127.0.0.1
-MonitorAddr = 127.0.0.1
-MonitorEnabled = true
-GracefulShutdownTimeout = 2
-MonitorInterval = 20
-%s
-[HttpsBasic]
-ServerCertConf = tls_conf/server_cert_conf.data
-TlsRuleConf = tls_conf/tls_rule_conf.data
-ClientCABaseDir = tls_conf/client_ca
-ClientCRLBaseDir = tls_conf/client_crl
-
-[SessionCache]
-SessionCacheDisabled = true
-
-[SessionTicket]
-SessionTicketsDisabled = true
-`, port(httpAddr), port(httpsAddr), port(monitorAddr), bfe.BFEConfServerSection(dataDir))
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lbfed-e2e"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{
-		"bfe.conf":                       []byte(conf),
-		"tls_conf/server_cert_conf.data": []byte(`{"Version": "1", "Config": {"Default": "selfsigned", "CertConf": {"selfsigned": {"ServerCertFile": "tls_conf/certs/server.crt", "ServerKeyFile": "tls_conf/certs/server.key"}}}}`),
-		"tls_conf/tls_rule_conf.data":    []byte(`{"Version": "1", "DefaultNextProtos": ["http/1.1"], "Config": {}}`),
-		"tls_conf/certs/server.crt":      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		"tls_conf/certs/server.key":      pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}),
-		"tls_conf/client_ca/.keep":       nil,
-		"tls_conf/client_crl/.keep":      nil,
-		"log/.keep":                      nil,
-	}
-	for rel, b := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -3,15 +3,8 @@ package bfe_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -84,47 +77,8 @@ func startBFE(t *testing.T, bin string) *realBFE {
 		t.Fatal(err)
 	}
 	httpPort, httpsPort, monitorPort := freePort(t), freePort(t), freePort(t)
-	conf := fmt.Sprintf(`[Server]
-HttpPort = %d
-HttpsPort = %d
-MonitorPort = %d
-HttpAddr = 127.0.0.1
-HttpsAddr = 127.0.0.1
-MonitorAddr = 127.0.0.1
-MonitorEnabled = true
-GracefulShutdownTimeout = 2
-MonitorInterval = 20
-%s
-[HttpsBasic]
-ServerCertConf = tls_conf/server_cert_conf.data
-TlsRuleConf = tls_conf/tls_rule_conf.data
-ClientCABaseDir = tls_conf/client_ca
-ClientCRLBaseDir = tls_conf/client_crl
-
-[SessionCache]
-SessionCacheDisabled = true
-
-[SessionTicket]
-SessionTicketsDisabled = true
-`, httpPort, httpsPort, monitorPort, bfe.BFEConfServerSection("lbfed"))
-	cert, key := selfSignedPEM(t)
-	files := map[string][]byte{
-		"bfe.conf":                       []byte(conf),
-		"tls_conf/server_cert_conf.data": []byte(`{"Version": "1", "Config": {"Default": "selfsigned", "CertConf": {"selfsigned": {"ServerCertFile": "tls_conf/certs/server.crt", "ServerKeyFile": "tls_conf/certs/server.key"}}}}`),
-		"tls_conf/tls_rule_conf.data":    []byte(`{"Version": "1", "DefaultNextProtos": ["http/1.1"], "Config": {}}`),
-		"tls_conf/certs/server.crt":      cert,
-		"tls_conf/certs/server.key":      key,
-		"tls_conf/client_ca/.keep":       nil,
-		"tls_conf/client_crl/.keep":      nil,
-	}
-	for rel, b := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := bfe.WriteLoopbackRoot(root, httpPort, httpsPort, monitorPort, "lbfed"); err != nil {
+		t.Fatal(err)
 	}
 	// The store needs its first version before BFE starts.
 	if _, err := bfe.NewFrontend(bfe.FrontendOptions{Store: store, Reloader: &bfe.Monitor{BaseURL: "http://127.0.0.1:1"}}); err != nil {
@@ -183,25 +137,6 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-func selfSignedPEM(t *testing.T) (cert, key []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lbfed-test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), DNSNames: []string{"app.example.test"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
 // backendServer answers every request with its name.
