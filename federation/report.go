@@ -71,6 +71,10 @@ type clusterReport struct {
 	// digest of the report's bytes and the template generation it was judged current for.
 	digest     uint64
 	generation int64
+	// items are the report's items as the member wrote them, and itemBackend the index in
+	// backends of each (-1 when it did not decode): what the registration answer refers to.
+	items       []string
+	itemBackend []int
 }
 
 // backendKey identifies a backend of one cluster from what its record carries (the pod UID is
@@ -81,7 +85,7 @@ func backendKey(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.Po
 
 // decode turns a report into the backends of one member cluster of group bg.
 func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterReport, error) {
-	cands, err := r.Candidates.Decode()
+	cands, pos, err := r.Candidates.DecodeIndexed()
 	params := maps.Clone(r.Candidates.Parameters)
 	if params == nil {
 		params = map[string]string{}
@@ -112,6 +116,14 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 			b.Name = c.Name
 		}
 		out.backends = append(out.backends, b)
+	}
+	out.items = r.Candidates.Items
+	out.itemBackend = make([]int, len(out.items))
+	for i := range out.itemBackend {
+		out.itemBackend[i] = -1
+	}
+	for k, i := range pos {
+		out.itemBackend[i] = k
 	}
 	for i := range out.backends {
 		b := &out.backends[i]

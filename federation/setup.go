@@ -125,6 +125,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	if err := controller.SetupEngine(ctx, mgr, opts.Options, src, src, opts.ResyncPeriod, watches...); err != nil {
 		return nil, err
 	}
+	if err := (&registrationReporter{Client: mgr.GetClient(), src: src, dryRun: opts.DryRun}).setup(mgr); err != nil {
+		return nil, fmt.Errorf("registration reporter: %w", err)
+	}
 	return src, nil
 }
 

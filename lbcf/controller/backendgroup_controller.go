@@ -194,10 +194,16 @@ func lookupLB(ctx context.Context, c client.Reader, ns, name string) (*lbcfv1bet
 // records returns the group's records by name (only those it owns: a group recreated with the
 // same name does not adopt its predecessor's records, which its garbage collection removes).
 func (r *BackendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
+	return GroupRecords(ctx, r.Client, bg)
+}
+
+// GroupRecords returns the records bg owns, by name: read-only views of the cache (no deep copy
+// of a large group's records on every reconcile), which callers copy before changing anything.
+func GroupRecords(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
 	list := &lbcfv1beta1.BackendRecordList{}
 	// Read-only views of the cache (no deep copy of a large group's records on every reconcile):
 	// callers copy before they change anything.
-	if err := r.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(bg.Name)},
+	if err := c.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(bg.Name)},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}

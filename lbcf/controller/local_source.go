@@ -132,15 +132,6 @@ func podBackend(p *corev1.Pod, port lbcfv1beta1.PortSelector, nodeAddrs []corev1
 	return b
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // serviceBackends: one backend per selected node. Unlike the original, LoadBalancer-type
 // Services (which have nodePorts too) are accepted, and nodes being deleted or labelled
 // node.kubernetes.io/exclude-from-external-load-balancers are left out. Node readiness is

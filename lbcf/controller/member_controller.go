@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +32,8 @@ type MemberReconciler struct {
 	Source LocalSource
 	// Budget caps the candidates' items in bytes (DefaultCandidatesBudget when 0).
 	Budget int
+	// History remembers the last reports, for the readiness gates (optional).
+	History *ReportHistory
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -38,6 +41,9 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
 	bg := &lbcfv1beta1.BackendGroup{}
 	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
+		if apierrors.IsNotFound(err) && r.History != nil {
+			r.History.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bg.DeletionTimestamp != nil {
@@ -65,6 +71,10 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		budget = v
 	}
 	enc, truncated := lbcfv1beta1.EncodeCandidates(bg.Spec.Parameters, cands, budget)
+	if r.History != nil {
+		// Before the status is written: the federation may answer about it at once.
+		r.History.Add(req.NamespacedName, enc.Items)
+	}
 
 	orig := bg.DeepCopy()
 	bg.Status.Candidates = enc

@@ -273,7 +273,14 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // from the local cluster.
 func SetupStandalone(ctx context.Context, mgr ctrl.Manager, opts Options, resync time.Duration) error {
 	src := LocalSource{Reader: mgr.GetClient()}
-	return SetupEngine(ctx, mgr, opts, src, src, resync, LocalWatches(mgr.GetClient())...)
+	if err := SetupEngine(ctx, mgr, opts, src, src, resync, LocalWatches(mgr.GetClient())...); err != nil {
+		return err
+	}
+	gates := &ReadinessGateReconciler{Client: mgr.GetClient(), View: RecordRegistrations{Reader: mgr.GetClient()}, Metrics: opts.Metrics, DryRun: opts.DryRun}
+	if err := gates.SetupWithManager(mgr, true); err != nil {
+		return fmt.Errorf("readiness gate controller: %w", err)
+	}
+	return nil
 }
 
 // SetupEngine registers every reconciler of the engine with the given backend source; the
@@ -305,7 +312,15 @@ func SetupMember(ctx context.Context, mgr ctrl.Manager, opts Options, budget int
 	if err := setupGroupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	return (&MemberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget}).SetupWithManager(mgr)
+	history := &ReportHistory{}
+	if err := (&MemberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget, History: history}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	gates := &ReadinessGateReconciler{Client: mgr.GetClient(), View: &MemberRegistrations{History: history}, Metrics: opts.Metrics, DryRun: opts.DryRun}
+	if err := gates.SetupWithManager(mgr, false); err != nil {
+		return fmt.Errorf("readiness gate controller: %w", err)
+	}
+	return nil
 }
 
 // delayedOwnerHandler enqueues a record's group a little later: thousands of records turning

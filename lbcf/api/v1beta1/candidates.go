@@ -287,8 +287,14 @@ func encodeItem(c *Candidate, nodeIdx map[string]int) string {
 // Decode returns the candidates of the report. Malformed entries are skipped and reported in the
 // returned error (joined), so one bad entry never hides the others.
 func (c *Candidates) Decode() ([]Candidate, error) {
+	out, _, err := c.DecodeIndexed()
+	return out, err
+}
+
+// DecodeIndexed is Decode that also returns, for each candidate, its position in Items.
+func (c *Candidates) DecodeIndexed() ([]Candidate, []int, error) {
 	if c == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	type node struct {
 		name  string
@@ -330,15 +336,17 @@ func (c *Candidates) Decode() ([]Candidate, error) {
 		return nodes[i].name, nodes[i].addrs, nil
 	}
 	out := make([]Candidate, 0, len(c.Items))
-	for _, s := range c.Items {
+	pos := make([]int, 0, len(c.Items))
+	for i, s := range c.Items {
 		cand, err := decodeItem(s, lookupNode)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("candidate %q: %w", s, err))
 			continue
 		}
 		out = append(out, cand)
+		pos = append(pos, i)
 	}
-	return out, errors.Join(errs...)
+	return out, pos, errors.Join(errs...)
 }
 
 func decodeItem(s string, lookupNode func(string) (string, []corev1.NodeAddress, error)) (Candidate, error) {

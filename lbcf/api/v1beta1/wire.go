@@ -84,6 +84,22 @@ const (
 	// AnnotationCandidatesBudget is written by the federation on a BackendGroup template: each
 	// member's share, in bytes, of the candidate data the group's ResourceBinding can hold.
 	AnnotationCandidatesBudget = "lbfed.io/candidates-budget"
+	// AnnotationRegistered is written by the federation on a BackendGroup template: per member,
+	// which of the candidates of its latest report are registered on every LoadBalancer of the
+	// group (Registration). Karmada propagates it; the member sets its pods' readiness gates from it.
+	AnnotationRegistered = "lbfed.io/registered"
+
+	// PodConditionBackendRegistered is the pod readiness gate lbfed sets: True once every backend
+	// of the pod is registered on every LoadBalancer of every BackendGroup that selects it, False
+	// (with a message) while not. A rolling update of pods carrying it waits for the front end.
+	PodConditionBackendRegistered = "lbfed.io/backend-registered"
+	// LabelReadinessGateInject on a namespace ("enabled") has the admission webhook add the
+	// readiness gate to new pods that a BackendGroup of the namespace selects; "disabled" keeps
+	// the namespace out even of group opt-in.
+	LabelReadinessGateInject = "lbfed.io/readiness-gate-inject"
+	// AnnotationReadinessGate on a BackendGroup: "true" opts the group's pods in (outside opted-in
+	// namespaces, where the webhook is configured for every namespace), "false" opts them out.
+	AnnotationReadinessGate = "lbfed.io/readiness-gate"
 )
 
 // MemberLossPolicy is what the federation does with the backends of a member Karmada cannot

@@ -1,0 +1,163 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+)
+
+// Registration state back to the members
+//
+// A member sets its pods' readiness gates (lbfed.io/backend-registered) from what the federation
+// registered, but the records live on Karmada and a Pull member may not be reachable from it. So
+// the answer travels the way the group itself does: the federation writes, on the template, the
+// annotation lbfed.io/registered — per member, one bit per item of the member's latest report,
+// named by the report's digest — and Karmada propagates it to every member with the rest of the
+// template (Push: karmada-controller-manager's execution controller; Pull: karmada-agent). The
+// member reads the bits against the reports it remembers (lbcf/controller.ReportHistory) and
+// patches the gate condition of the pods whose bits say registered.
+//
+// Size: one bit per candidate. 20,000 candidates take 2,500 bytes of bits, ≈ 3.4 kB encoded,
+// whatever the split between members — well inside an annotation (256 kB) and a binding (1.5 MB).
+// Writes: one template patch per change of some member's bits or report, coalesced over
+// registrationDelay; nothing is written while nothing changes. The latency from a record turning
+// Registered to the member's pod condition is this delay, the patch, Karmada's propagation of a
+// template update (detector → binding → work → member object) and the member's pod patch.
+
+// registrationDelay coalesces a burst of records turning Registered into one template write.
+const registrationDelay = 50 * time.Millisecond
+
+// registrationReporter writes lbfed.io/registered on BackendGroup templates.
+type registrationReporter struct {
+	client.Client
+	src    *Source
+	dryRun bool
+}
+
+// Reconcile implements reconcile.Reconciler for one template.
+func (r *registrationReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	bg := &lbcfv1beta1.BackendGroup{}
+	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bg.DeletionTimestamp != nil || bg.Spec.Pods == nil {
+		return ctrl.Result{}, nil // only pods carry readiness gates
+	}
+	rb, err := r.src.binding(ctx, bg)
+	if err != nil || rb == nil {
+		return ctrl.Result{}, err
+	}
+	records, err := controller.GroupRecords(ctx, r.Client, bg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	registered := func(name string) bool {
+		br := records[name]
+		return br != nil && br.DeletionTimestamp == nil && br.IsRegistered()
+	}
+	lbs := bg.Spec.GetLoadBalancers()
+	reg := lbcfv1beta1.Registration{}
+	for i := range rb.Status.AggregatedStatus {
+		item := &rb.Status.AggregatedStatus[i]
+		cr := r.src.fresh(bg, item.ClusterName, item)
+		if cr == nil {
+			cr = r.src.lastReport(bg.UID, item.ClusterName)
+		}
+		if cr == nil || len(cr.items) == 0 {
+			continue
+		}
+		reg[item.ClusterName] = lbcfv1beta1.NewMemberRegistration(cr.items, func(i int) bool {
+			k := cr.itemBackend[i]
+			if k < 0 || len(lbs) == 0 {
+				return false
+			}
+			b := &cr.backends[k]
+			for _, lb := range lbs {
+				if !registered(b.RecordName(lb, bg.Name)) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	want := ""
+	if len(reg) > 0 {
+		want = reg.String()
+	}
+	if bg.Annotations[lbcfv1beta1.AnnotationRegistered] == want || r.dryRun {
+		return ctrl.Result{}, nil
+	}
+	var value any = want
+	if want == "" {
+		value = nil // merge patch: remove
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lbcfv1beta1.AnnotationRegistered: value}}})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obj := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: bg.Namespace, Name: bg.Name}}
+	if err := r.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("write registration for members: %w", err))
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("told members their registered backends", "bytes", len(want), "members", len(reg))
+	return ctrl.Result{}, nil
+}
+
+func (r *registrationReporter) setup(mgr ctrl.Manager) error {
+	ownerSoon := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == lbcfv1beta1.KindBackendGroup {
+			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}, registrationDelay)
+		}
+	}
+	records := handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			o, n := e.ObjectOld.(*lbcfv1beta1.BackendRecord), e.ObjectNew.(*lbcfv1beta1.BackendRecord)
+			if o.IsRegistered() != n.IsRegistered() || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				ownerSoon(n, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			ownerSoon(e.Object, q)
+		},
+	}
+	groupOfBinding := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		res := o.(*workv1alpha2.ResourceBinding).Spec.Resource
+		if res.APIVersion != lbcfv1beta1.APIVersion || res.Kind != lbcfv1beta1.KindBackendGroup {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: res.Name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("registration").
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, annotationChanged{}))).
+		Watches(&lbcfv1beta1.BackendRecord{}, records).
+		Watches(&workv1alpha2.ResourceBinding{}, groupOfBinding, builder.WithPredicates(bindingChanged())).
+		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+// annotationChanged passes template updates that change the registration annotation (someone
+// else wrote it: write it again).
+type annotationChanged struct{ predicate.Funcs }
+
+func (annotationChanged) Update(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetAnnotations()[lbcfv1beta1.AnnotationRegistered] != e.ObjectNew.GetAnnotations()[lbcfv1beta1.AnnotationRegistered]
+}
