@@ -48,6 +48,7 @@ type flags struct {
 	certDir, serverCrt, serverKey               string
 	selfSignedHosts                             string
 	webhookConfigURL, webhookConfigName         string
+	gateGroupOptIn                              bool
 	driverCA, driverClientCert, driverClientKey string
 }
 
@@ -74,6 +75,7 @@ func main() {
 	fs.StringVar(&f.selfSignedHosts, "self-signed-cert-hosts", "", "Comma-separated hosts/IPs: when the certificate folder is empty, write a self-signed CA and certificate for them (local use) and print the caBundle.")
 	fs.StringVar(&f.webhookConfigURL, "webhook-config-url", "", "When set (e.g. https://127.0.0.1:9443), create or update the webhook configurations pointing at this URL with the serving CA (local use; charts render them otherwise).")
 	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "lbcf-controller", "Name of the webhook configurations written by --webhook-config-url.")
+	fs.BoolVar(&f.gateGroupOptIn, "readiness-gate-group-opt-in", false, "With --webhook-config-url: also send pod creations of namespaces not labelled lbfed.io/readiness-gate-inject to the readiness-gate injection webhook, for BackendGroups annotated lbfed.io/readiness-gate=true (every pod creation then calls it).")
 	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty).")
 	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers.")
 	fs.StringVar(&f.driverClientKey, "driver-client-key", "", "Key of the client certificate presented to drivers.")
@@ -155,6 +157,8 @@ func run(ctx context.Context, f flags) error {
 	}
 	hooks := &lbcfadmission.Webhooks{Client: mgr.GetClient(), Invoker: invoker, Decoder: admission.NewDecoder(scheme), DryRun: f.engine.DryRun, Member: f.mode == "member"}
 	hooks.Register(mgr.GetWebhookServer())
+	// Pods that a BackendGroup selects get lbfed's readiness gate, in both modes.
+	(&lbcfadmission.ReadinessGateWebhooks{Client: mgr.GetClient(), Decoder: admission.NewDecoder(scheme)}).Register(mgr.GetWebhookServer())
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
@@ -171,8 +175,12 @@ func run(ctx context.Context, f flags) error {
 		if err != nil {
 			return err
 		}
-		if err := lbcfadmission.Apply(ctx, cl, f.webhookConfigName, lbcfadmission.URLClientConfig(f.webhookConfigURL, caBundle)); err != nil {
+		cc := lbcfadmission.URLClientConfig(f.webhookConfigURL, caBundle)
+		if err := lbcfadmission.Apply(ctx, cl, f.webhookConfigName, cc); err != nil {
 			return fmt.Errorf("write webhook configurations: %w", err)
+		}
+		if err := lbcfadmission.ApplyReadinessGate(ctx, cl, f.webhookConfigName+"-readiness-gate", cc, f.gateGroupOptIn); err != nil {
+			return fmt.Errorf("write readiness-gate webhook configuration: %w", err)
 		}
 	}
 	klog.InfoS("starting lbcf-controller", "mode", f.mode, "dryRun", f.engine.DryRun)

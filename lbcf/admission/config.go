@@ -143,7 +143,16 @@ func Apply(ctx context.Context, c client.Client, name string, cc ClientConfig) e
 // ApplyWith is Apply with options.
 func ApplyWith(ctx context.Context, c client.Client, name string, cc ClientConfig, o ConfigOptions) error {
 	m, v := ConfigurationsWith(name, cc, o)
-	for _, obj := range []client.Object{m, v} {
+	return apply(ctx, c, name, m, v)
+}
+
+// ApplyReadinessGate creates or updates the readiness-gate injection configuration.
+func ApplyReadinessGate(ctx context.Context, c client.Client, name string, cc ClientConfig, groupOptIn bool) error {
+	return apply(ctx, c, name, ReadinessGateConfiguration(name, cc, groupOptIn))
+}
+
+func apply(ctx context.Context, c client.Client, name string, objs ...client.Object) error {
+	for _, obj := range objs {
 		existing := obj.DeepCopyObject().(client.Object)
 		err := c.Get(ctx, client.ObjectKeyFromObject(obj), existing)
 		switch {

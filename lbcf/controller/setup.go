@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -144,15 +143,7 @@ func LocalWatches(c client.Reader) []Watch {
 
 // selectsPod reports whether bg selects pod (same namespace, by label minus except, or by name).
 func selectsPod(bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) bool {
-	pb := bg.Spec.Pods
-	if pb == nil || bg.Namespace != pod.Namespace {
-		return false
-	}
-	if pb.ByLabel != nil {
-		return len(pb.ByLabel.Selector) > 0 && labels.SelectorFromSet(pb.ByLabel.Selector).Matches(labels.Set(pod.Labels)) &&
-			!slices.Contains(pb.ByLabel.Except, pod.Name)
-	}
-	return slices.Contains(pb.ByName, pod.Name)
+	return bg.SelectsPod(pod.Namespace, pod.Name, pod.Labels)
 }
 
 // podChangePredicate passes pod updates that can change a group's backends: labels, readiness,
