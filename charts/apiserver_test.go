@@ -309,7 +309,7 @@ func TestStandaloneControllerRunsWithChartRBAC(t *testing.T) {
 
 	waitReady(g, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2]), nil)
 	// The driver, LoadBalancer, BackendGroup and BackendRecord controllers.
-	waitWorkers(g, p, 4)
+	waitWorkers(g, p, 5) // drivers, LoadBalancers, BackendGroups, records, readiness gates
 	lease := &coordinationv1.Lease{}
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-standalone"}, lease)).To(Succeed())
 	g.Expect(*lease.Spec.HolderIdentity).NotTo(BeEmpty())
@@ -369,7 +369,7 @@ func TestMemberControllerFromLBFedChart(t *testing.T) {
 				g.Expect(json.Unmarshal(rule.Overriders.Plaintext[0].Value.Raw, &hooks)).To(Succeed())
 			}
 		}
-		g.Expect(hooks).To(HaveLen(3))
+		g.Expect(hooks).To(HaveLen(map[string]int{"Mutating": 4, "Validating": 3}[kind])) // the LBCF kinds' and, mutating, the readiness gate's
 		g.Expect(unstructured.SetNestedSlice(tpl.Object, hooks, "webhooks")).To(Succeed())
 		g.Expect(applyObject(ctx, c, tpl, false)).To(Succeed())
 		t.Cleanup(func() { _ = c.Delete(context.Background(), tpl) }) // failurePolicy Fail: never leave them behind
@@ -390,7 +390,7 @@ func TestMemberControllerFromLBFedChart(t *testing.T) {
 	g.Expect(args).To(ContainElement("--mode=member"))
 	p := runProcess(t, cl, "lbcf-controller-member", binaryPath(t, "lbcf-controller"), args)
 	waitReady(g, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2]), nil)
-	waitWorkers(g, p, 1)
+	waitWorkers(g, p, 2) // BackendGroups, readiness gates
 
 	bg := &lbcfv1beta1.BackendGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-test"},

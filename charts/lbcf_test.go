@@ -177,7 +177,10 @@ func checkLBCFWebhooks(t *testing.T, g Gomega, r lbcfRendering, certManager bool
 	v := mustTyped[admissionregistrationv1.ValidatingWebhookConfiguration](t, find(r.objects, "ValidatingWebhookConfiguration", r.fullname))
 	g.Expect(m.Webhooks).To(Equal(wantM.Webhooks))
 	g.Expect(v.Webhooks).To(Equal(wantV.Webhooks))
-	for _, annotations := range []map[string]string{m.Annotations, v.Annotations} {
+	wantGate := admission.ReadinessGateConfiguration(r.fullname+"-readiness-gate", admission.ServiceClientConfig(r.namespace, r.fullname+"-controller", 443, caPEM), false)
+	gate := mustTyped[admissionregistrationv1.MutatingWebhookConfiguration](t, find(r.objects, "MutatingWebhookConfiguration", r.fullname+"-readiness-gate"))
+	g.Expect(gate.Webhooks).To(Equal(wantGate.Webhooks))
+	for _, annotations := range []map[string]string{m.Annotations, v.Annotations, gate.Annotations} {
 		if !certManager {
 			g.Expect(annotations).NotTo(HaveKey("cert-manager.io/inject-ca-from"))
 			continue

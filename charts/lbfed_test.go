@@ -385,6 +385,7 @@ func checkMember(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) {
 				cc = admission.ServiceClientConfig(tc.memberNS, "lbcf-controller", 443, caPEM)
 			}
 			wantM, wantV := admission.Configurations(cluster, cc)
+			wantM.Webhooks = append(wantM.Webhooks, admission.ReadinessGateConfiguration(cluster, cc, false).Webhooks...)
 			if kind == "Mutating" {
 				var got []admissionregistrationv1.MutatingWebhook
 				g.Expect(json.Unmarshal(p.Value.Raw, &got)).To(Succeed())

@@ -279,6 +279,41 @@ An empty base reaches the member Service.
   admissionReviewVersions: [v1]
   timeoutSeconds: 15
 {{- end }}
+{{- if and (eq .kind "mutating") $m.webhook.readinessGate.enabled }}
+{{- /* The readiness-gate injection, as lbcf/admission.ReadinessGateConfiguration writes it. */}}
+{{- $gates := list (list "inject-readiness-gate" "/mutate-pod-readiness-gate" "In" (list "enabled")) }}
+{{- if $m.webhook.readinessGate.groupOptIn }}
+{{- $gates = append $gates (list "inject-readiness-gate-groups" "/mutate-pod-readiness-gate-groups" "NotIn" (list "enabled" "disabled")) }}
+{{- end }}
+{{- range $h := $gates }}
+- name: {{ index $h 0 }}.lbfed.io
+  clientConfig:
+    {{- if $.base }}
+    url: {{ printf "%s%s" (trimSuffix "/" $.base) (index $h 1) }}
+    {{- else }}
+    service:
+      namespace: {{ $m.namespace }}
+      name: {{ $m.name }}
+      path: {{ index $h 1 }}
+      port: 443
+    {{- end }}
+    caBundle: {{ $caBundle }}
+  rules:
+    - operations: [CREATE]
+      apiGroups: [""]
+      apiVersions: [v1]
+      resources: [pods]
+  failurePolicy: Ignore
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 5
+  namespaceSelector:
+    matchExpressions:
+      - key: lbfed.io/readiness-gate-inject
+        operator: {{ index $h 2 }}
+        values: {{ index $h 3 | toJson }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* lbcf-controller --mode=member and everything it needs, as templates in karmada-apiserver. */}}
@@ -320,6 +355,10 @@ rules:
   - apiGroups: [""]
     resources: [pods, services, nodes]
     verbs: [get, list, watch]
+  # The readiness gate's condition (lbfed.io/backend-registered).
+  - apiGroups: [""]
+    resources: [pods/status]
+    verbs: [patch]
   - apiGroups: [lbcf.tkestack.io]
     resources: [loadbalancerdrivers, loadbalancers, backendgroups, backendrecords]
     verbs: [get, list, watch]
