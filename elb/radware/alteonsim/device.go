@@ -413,6 +413,15 @@ func (s Snapshot) RealServer(index string) map[string]any {
 	return r.clone().vals
 }
 
+// Group returns a group's columns (nil when absent).
+func (s Snapshot) Group(index string) map[string]any {
+	r := s.cfg.get(stGroup, []any{index})
+	if r == nil {
+		return nil
+	}
+	return r.clone().vals
+}
+
 // Equal reports whether two snapshots hold the same configuration, ignoring peer tables.
 func (s Snapshot) Equal(o Snapshot) bool { return s.cfg.equal(o.cfg, stPeer) }
 
