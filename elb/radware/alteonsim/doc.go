@@ -83,7 +83,7 @@
 // Sources: Web OS 10.0 Application Guide (Alteon Web switches, 212777-A, 2002), chapter 10, p. 221
 // (https://manualarchiveguide.com/manuals/Nortel-Web-OS-Switch-Software-Application-Manual-3979848?page=221);
 // Alteon Application Switch Operating System Application Guide 29.0 (RDWR-ALOS-V2900_AG1302),
-// "Health Checking", p. 504 (https://manualshive.com/en/manual/radware/alteon/781134?page=504);
+// "Health Checking", p. 504 (https://manualshive.com/ru/manual/radware/alteon/alteon_application-manual_781134-504.html);
 // ALTEON-CHEETAH-LAYER4-MIB as shipped in github.com/ArthurHlt/goalteon generator/MIBS; Citrix
 // ADC request retry (https://docs.citrix.com/en-us/citrix-adc/current-release/system/request-retry/).
 package alteonsim
