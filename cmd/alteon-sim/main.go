@@ -36,18 +36,18 @@ func main() {
 		autoSync     = flag.Bool("auto-sync", true, "push the configuration to the peer after every apply")
 		backupWrites = flag.String("backup-writes", "accept", "what the backup does with writes: accept, reject or ignore")
 		dataPlane    = flag.Bool("data-plane", true, "forward traffic from applied VIP:port to group members (master only)")
-		hcInterval   = flag.Duration("health-check-interval", 2*time.Second, "TCP health-check period for groups with HealthID tcp (0: off)")
+		hcScale      = flag.Float64("health-check-time-scale", 1, "seconds one second of a real server's PingInterval lasts: 1 is the device's timing (each real server's PingInterval, FailRetry and SuccRetry columns, device defaults 2 s, 4, 2), 0.1 checks ten times faster; 0 runs no health checks (every real server counts as running)")
 		tlsDir       = flag.String("tls-dir", "", "serve HTTPS with tls.crt/tls.key from this folder, creating a self-signed CA (ca.crt, for --alteon-ca-file) and certificate when absent; empty serves HTTP")
 	)
 	klog.InitFlags(nil)
 	flag.Parse()
-	if err := run(*listenA, *listenB, *control, *user, *passwordFile, *applyDur, *saveDur, *syncDur, *autoSync, *backupWrites, *dataPlane, *hcInterval, *tlsDir); err != nil {
+	if err := run(*listenA, *listenB, *control, *user, *passwordFile, *applyDur, *saveDur, *syncDur, *autoSync, *backupWrites, *dataPlane, *hcScale, *tlsDir); err != nil {
 		klog.ErrorS(err, "alteon-sim failed")
 		os.Exit(1)
 	}
 }
 
-func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur, syncDur time.Duration, autoSync bool, backupWrites string, dataPlane bool, hcInterval time.Duration, tlsDir string) error {
+func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur, syncDur time.Duration, autoSync bool, backupWrites string, dataPlane bool, hcScale float64, tlsDir string) error {
 	password := "admin"
 	if passwordFile != "" {
 		b, err := os.ReadFile(passwordFile)
@@ -59,6 +59,9 @@ func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur
 	mode, ok := map[string]alteonsim.BackupWriteMode{"accept": alteonsim.BackupAccept, "reject": alteonsim.BackupReject, "ignore": alteonsim.BackupIgnore}[backupWrites]
 	if !ok {
 		return fmt.Errorf("--backup-writes must be accept, reject or ignore, not %q", backupWrites)
+	}
+	if hcScale < 0 {
+		return fmt.Errorf("--health-check-time-scale must be 0 or more, not %v", hcScale)
 	}
 	var tlsConfig *tls.Config
 	if tlsDir != "" {
@@ -77,7 +80,8 @@ func run(listenA, listenB, control, user, passwordFile string, applyDur, saveDur
 			TLS:  tlsConfig,
 			Name: name, User: user, Password: password,
 			ApplyDuration: applyDur, SaveDuration: saveDur, SyncDuration: syncDur,
-			AutoSync: autoSync, BackupWrites: mode, DataPlane: dataPlane, HealthCheckInterval: hcInterval,
+			AutoSync: autoSync, BackupWrites: mode, DataPlane: dataPlane,
+			HealthCheckTimeScale: hcScale, HealthCheckManual: hcScale == 0,
 			Logger: klog.Background(),
 		}
 	}

@@ -72,6 +72,10 @@ func TestRadwareBackendFlagErrors(t *testing.T) {
 		{[]string{"--alteon-urls=http://a", "--alteon-sync=sometimes"}, "x", "--alteon-sync must be"},
 		{[]string{"--alteon-urls=http://a", "--alteon-ca-file=/nonexistent"}, "x", "read --alteon-ca-file"},
 		{[]string{"--alteon-urls=http://a", "--radware-proxy-ip-mode=7"}, "x", "--radware-proxy-ip-mode must be 0..4"},
+		{[]string{"--alteon-urls=http://a", "--radware-health-check-interval=0"}, "x", "--radware-health-check-interval 0: must be a whole number of seconds 1..600"},
+		{[]string{"--alteon-urls=http://a", "--radware-health-check-interval=601"}, "x", "--radware-health-check-interval 601"},
+		{[]string{"--alteon-urls=http://a", "--radware-health-check-retries=64"}, "x", "--radware-health-check-retries 64: must be an integer 1..63"},
+		{[]string{"--alteon-urls=http://a", "--radware-health-check-restore=0"}, "x", "--radware-health-check-restore 0: must be an integer 1..63"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

@@ -11,6 +11,17 @@
 // anything. Removed backends are drained first: their membership goes to shutdown-connection (no
 // new connections, existing ones continue) for DrainPeriod, then the member and real server go.
 //
+// Health checks. The group carries the health check (HealthID, tcp for TCP load balancers by
+// default) and every real server the device's timing: PingInterval, FailRetry and SuccRetry from
+// FrontendOptions.HealthCheck (flags --radware-health-check-interval, -retries, -restore; defaults
+// the device's, DefaultHealthTiming), overridden per LBCF LoadBalancer by its attributes
+// healthCheckInterval, healthCheckRetries and healthCheckRestore (ParseAttributes). Until the
+// device has failed a backend that stopped answering (Retries checks, Interval apart) the metric
+// keeps choosing it and those connections fail at the client: a backend should be deregistered,
+// and drained, before it stops listening. ensureBackend carries no attributes, so a backend gets
+// the timing the last ensureLoadBalancer wrote, else its load balancer's other real servers' on
+// the device, else the flags'; ensureLoadBalancer rewrites all of them.
+//
 // Coalescing: every change (driver call, Service sync) is queued; the changes that arrive within
 // Window, or while a transaction runs, are written in one alteon.Pair transaction and committed
 // with one apply and one save (and sync), and each caller is answered once that transaction

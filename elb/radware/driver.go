@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"sort"
 	"strings"
 	"time"
 
@@ -30,6 +29,10 @@ type DriverOptions struct {
 // Driver serves the LBCF driver webhooks for an Alteon pair.
 //
 // lbSpec: vip, port, protocol (TCP|UDP), method (rr|lc|hash), healthCheck (tcp|udp|icmp|http|none).
+// attributes (optional, mutable): healthCheckInterval (seconds, 1..600), healthCheckRetries and
+// healthCheckRestore (1..63), written on the load balancer's real servers as PingInterval,
+// FailRetry and SuccRetry instead of the --radware-health-check-* flags; a change reaches the
+// existing real servers with the next ensureLoadBalancer.
 // validateLoadBalancer denies a VIP:port/protocol the device already serves, naming its owner.
 // createLoadBalancer creates one group, one virtual server and its service 1 bound to the group,
 // marked <owner>/<LoadBalancer UID> (from the recordID); lbInfo is the canonical spec plus the
@@ -112,7 +115,7 @@ func (d *Driver) Healthz(ctx context.Context, _ *driver.HealthzRequest) (*driver
 	return &driver.HealthzResponse{Healthy: err == nil}, nil
 }
 
-// ValidateLoadBalancer checks lbSpec; attributes are not used and must be empty. A new load
+// ValidateLoadBalancer checks lbSpec and attributes (ParseAttributes). A new load
 // balancer whose VIP:port/protocol the device already serves (for another LoadBalancer of this
 // driver or anyone else) is denied, naming the owner mark found on the device. When the device
 // cannot be asked the check is left to createLoadBalancer, which refuses objects of another owner.
@@ -121,7 +124,7 @@ func (d *Driver) ValidateLoadBalancer(ctx context.Context, r *driver.ValidateLoa
 	if err != nil {
 		return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Deny(err.Error())}, nil
 	}
-	if err := checkAttributes(r.Attributes); err != nil {
+	if _, err := ParseAttributes(lb, r.Attributes); err != nil {
 		return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Deny(err.Error())}, nil
 	}
 	if r.Operation == driver.OperationCreate {
@@ -138,21 +141,22 @@ func (d *Driver) ValidateLoadBalancer(ctx context.Context, r *driver.ValidateLoa
 	return &driver.ValidateLoadBalancerResponse{ResponseForNoRetryHooks: driver.Allow()}, nil
 }
 
-func checkAttributes(attrs map[string]string) error {
-	if len(attrs) == 0 {
-		return nil
+// withAttributes sets lb.Health from the load balancer's attributes.
+func withAttributes(lb LoadBalancer, attrs map[string]string) (LoadBalancer, error) {
+	h, err := ParseAttributes(lb, attrs)
+	if err != nil {
+		return lb, err
 	}
-	keys := make([]string, 0, len(attrs))
-	for k := range attrs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return fmt.Errorf("the Radware driver has no load balancer attributes, got %s", strings.Join(keys, ", "))
+	lb.Health = &h
+	return lb, nil
 }
 
 // CreateLoadBalancer creates the group, virtual server and service; calling it again is harmless.
 func (d *Driver) CreateLoadBalancer(ctx context.Context, r *driver.CreateLoadBalancerRequest) (*driver.CreateLoadBalancerResponse, error) {
 	lb, err := ParseLoadBalancer(r.LBSpec)
+	if err == nil {
+		lb, err = withAttributes(lb, r.Attributes)
+	}
 	if err != nil {
 		return &driver.CreateLoadBalancerResponse{ResponseForFailRetryHooks: driver.Fail(err.Error(), 0)}, nil
 	}
@@ -170,12 +174,13 @@ func (d *Driver) CreateLoadBalancer(ctx context.Context, r *driver.CreateLoadBal
 	return &driver.CreateLoadBalancerResponse{ResponseForFailRetryHooks: succ("virtual server " + lb.ID()), LBInfo: lb.Info()}, nil
 }
 
-// EnsureLoadBalancer repairs the load balancer's objects (periodic ensure).
+// EnsureLoadBalancer repairs the load balancer's objects (periodic ensure) and sets its real
+// servers' health-check timing from the attributes.
 func (d *Driver) EnsureLoadBalancer(ctx context.Context, r *driver.EnsureLoadBalancerRequest) (*driver.EnsureLoadBalancerResponse, error) {
-	if err := checkAttributes(r.Attributes); err != nil {
-		return &driver.EnsureLoadBalancerResponse{ResponseForFailRetryHooks: driver.Fail(err.Error(), 0)}, nil
-	}
 	lb, err := d.parseLB(r.LBInfo)
+	if err == nil {
+		lb, err = withAttributes(lb, r.Attributes)
+	}
 	if err != nil {
 		return &driver.EnsureLoadBalancerResponse{ResponseForFailRetryHooks: driver.Fail(err.Error(), 0)}, nil
 	}

@@ -34,6 +34,8 @@ type Flags struct {
 	Window        time.Duration
 	DrainPeriod   time.Duration
 	ProxyIPMode   int
+	// HealthCheck is the real servers' health-check timing (load balancer attributes override it).
+	HealthCheck HealthTiming
 }
 
 // Register adds the flags to fs.
@@ -51,6 +53,9 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.Window, "radware-commit-window", 50*time.Millisecond, "how long a change waits for others to share its apply and save")
 	fs.DurationVar(&f.DrainPeriod, "radware-drain-period", 30*time.Second, "how long a removed backend stays in shutdown-connection before it is deleted (0: at once)")
 	fs.IntVar(&f.ProxyIPMode, "radware-proxy-ip-mode", 0, "ProxyIpMode of the virtual services: 0 ingress, 1 egress, 2 address, 3 nwclss, 4 disable")
+	fs.IntVar(&f.HealthCheck.Interval, "radware-health-check-interval", DefaultHealthTiming.Interval, "seconds between two health checks of a real server (its PingInterval, 1..600; the device's default); a LoadBalancer's healthCheckInterval attribute overrides it")
+	fs.IntVar(&f.HealthCheck.Retries, "radware-health-check-retries", DefaultHealthTiming.Retries, "consecutive failed health checks before the Alteon fails a real server and stops sending it new connections (its FailRetry, 1..63; the device's default); a LoadBalancer's healthCheckRetries attribute overrides it")
+	fs.IntVar(&f.HealthCheck.Restore, "radware-health-check-restore", DefaultHealthTiming.Restore, "consecutive successful health checks before the Alteon restores a failed real server (its SuccRetry, 1..63); a LoadBalancer's healthCheckRestore attribute overrides it")
 }
 
 // Frontend builds the Alteon clients, the pair and the frontend from the flags.
@@ -94,6 +99,9 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 	if f.ProxyIPMode < 0 || f.ProxyIPMode > 4 {
 		return nil, fmt.Errorf("--radware-proxy-ip-mode must be 0..4, not %d", f.ProxyIPMode)
 	}
+	if err := CheckHealthTiming(f.HealthCheck, "--radware-health-check-interval", "--radware-health-check-retries", "--radware-health-check-restore"); err != nil {
+		return nil, err
+	}
 	var metrics *Metrics
 	if reg != nil {
 		metrics = NewMetrics(reg)
@@ -115,7 +123,7 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 		return nil, err
 	}
 	return NewFrontend(FrontendOptions{
-		Pair: pair, Window: f.Window, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode,
+		Pair: pair, Window: f.Window, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode, HealthCheck: f.HealthCheck,
 		Metrics: metrics, Logger: log.WithName("frontend"),
 	})
 }

@@ -33,6 +33,9 @@ type FrontendOptions struct {
 	// ProxyIPMode is the virtual services' ProxyIpMode: ingress(0, device default), egress(1),
 	// address(2), nwclss(3), disable(4).
 	ProxyIPMode int
+	// HealthCheck is the health-check timing written on every real server, unless a load
+	// balancer's attributes say otherwise; zero fields are the device's (DefaultHealthTiming).
+	HealthCheck HealthTiming
 	// SettleInterval is the period of the check that finishes owed saves and syncs when no change
 	// comes along to do it (Run; default 30s).
 	SettleInterval time.Duration
@@ -57,6 +60,9 @@ type Frontend struct {
 	drainMu sync.Mutex
 	drains  map[string]time.Time // real server id -> when its drain started
 
+	healthMu sync.Mutex
+	health   map[string]HealthTiming // load balancer id -> timing its last ensure wrote
+
 	// legacyBatchFailure restores the old behaviour in which any error of one change failed its
 	// whole batch (the benchmark's baseline for batch isolation).
 	legacyBatchFailure bool
@@ -76,11 +82,15 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 	if opts.SettleInterval <= 0 {
 		opts.SettleInterval = 30 * time.Second
 	}
+	opts.HealthCheck = over(opts.HealthCheck, DefaultHealthTiming)
+	if err := CheckHealthTiming(opts.HealthCheck, "health-check interval", "health-check retries", "health-check restore"); err != nil {
+		return nil, fmt.Errorf("radware frontend: %w", err)
+	}
 	opts.Metrics.watchPair(opts.Pair)
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	return &Frontend{opts: opts, log: opts.Logger, drains: map[string]time.Time{}}, nil
+	return &Frontend{opts: opts, log: opts.Logger, drains: map[string]time.Time{}, health: map[string]HealthTiming{}}, nil
 }
 
 // Run finishes owed work periodically until ctx ends: a save that failed or an apply that timed
@@ -327,24 +337,37 @@ func (f *Frontend) drainRemaining(rs string, now time.Time) (time.Duration, bool
 
 // --- operations ---
 
-// EnsureLoadBalancer creates or repairs the load balancer's group, virtual server and service.
+// EnsureLoadBalancer creates or repairs the load balancer's group, virtual server and service,
+// and sets the health-check timing of its real servers (healthOf).
 func (f *Frontend) EnsureLoadBalancer(ctx context.Context, lb LoadBalancer) error {
 	lb = lb.marked()
-	return f.submit(ctx, "ensure load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+	h := f.healthOf(lb)
+	err := f.submit(ctx, "ensure load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		if err := f.checkLB(ctx, tx, lb); err != nil {
 			return err
 		}
-		return f.writeLB(ctx, tx, lb)
+		if err := f.writeLB(ctx, tx, lb); err != nil {
+			return err
+		}
+		return f.writeMembersHealth(ctx, tx, lb, h)
 	})
+	if err == nil {
+		f.rememberHealth(lb, h)
+	}
+	return err
 }
 
 // DeleteLoadBalancer removes everything the load balancer created (service, virtual server,
 // group, its real servers) and nothing else. Deleting a missing load balancer succeeds.
 func (f *Frontend) DeleteLoadBalancer(ctx context.Context, lb LoadBalancer) error {
 	lb = lb.marked()
-	return f.submit(ctx, "delete load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
+	err := f.submit(ctx, "delete load balancer "+lb.String(), func(ctx context.Context, tx *alteon.Tx) error {
 		return f.deleteLB(ctx, tx, lb.ID(), lb.Owner)
 	})
+	if err == nil {
+		f.forgetHealth(lb.ID())
+	}
+	return err
 }
 
 // EnsureBackend adds or updates a backend of an existing load balancer (enabling it again if it
@@ -358,7 +381,11 @@ func (f *Frontend) EnsureBackend(ctx context.Context, lb LoadBalancer, b Backend
 		if err := f.checkBackend(ctx, tx, lb, b); err != nil {
 			return err
 		}
-		return f.writeBackend(ctx, tx, lb, b)
+		h, err := f.backendHealth(ctx, tx, lb, lb.realServerID(b))
+		if err != nil {
+			return err
+		}
+		return f.writeBackend(ctx, tx, lb, b, h)
 	})
 }
 
@@ -592,9 +619,10 @@ func (f *Frontend) syncLB(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b
 		return err
 	}
 	want := map[string]bool{}
+	h := f.healthOf(lb)
 	for _, b := range backends {
 		want[lb.realServerID(b)] = true
-		if err := f.writeBackend(ctx, tx, lb, b); err != nil {
+		if err := f.writeBackend(ctx, tx, lb, b, h); err != nil {
 			return err
 		}
 	}
@@ -741,10 +769,11 @@ func (f *Frontend) deleteStrayRealServers(ctx context.Context, tx *alteon.Tx, id
 	return nil
 }
 
-// writeBackend adds or updates one real server and its membership (checks done).
-func (f *Frontend) writeBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b Backend) error {
+// writeBackend adds or updates one real server, with health-check timing h, and its membership
+// (checks done).
+func (f *Frontend) writeBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, b Backend, h HealthTiming) error {
 	id, rs := lb.ID(), lb.realServerID(b)
-	if _, err := tx.EnsureRealServer(ctx, alteon.RealServer{Index: rs, IP: b.IP.String(), Weight: b.Weight, State: alteon.RealServerEnabled, Name: lb.Owner}); err != nil {
+	if _, err := tx.EnsureRealServer(ctx, alteon.RealServer{Index: rs, IP: b.IP.String(), Weight: b.Weight, State: alteon.RealServerEnabled, Name: lb.Owner, Health: h}); err != nil {
 		return err
 	}
 	// The service uses "multiple real ports" (RealPort 0), so each real server carries its port.

@@ -63,7 +63,7 @@ func TestDeviceMetrics(t *testing.T) {
 	t.Setenv("ALTEON_PASSWORD", "admin")
 	reg := prometheus.NewRegistry()
 	f := Flags{URLs: ua + "," + ub, User: "admin", Sync: "explicit", PollInterval: 2 * time.Millisecond, ApplyTimeout: time.Minute,
-		ForeignWait: time.Second, Window: 5 * time.Millisecond}
+		ForeignWait: time.Second, Window: 5 * time.Millisecond, HealthCheck: DefaultHealthTiming}
 	fe, err := f.Frontend(logr.Discard(), reg)
 	g.Expect(err).NotTo(HaveOccurred())
 	unitA, unitB := ua[len("http://"):], ub[len("http://"):]

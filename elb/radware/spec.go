@@ -55,6 +55,10 @@ type LoadBalancer struct {
 	// UID is the LBCF LoadBalancer's UID (driver only; empty for load balancers created before
 	// owner marks carried it, and for Services).
 	UID string
+	// Health is the real servers' health-check timing from the load balancer's attributes (zero
+	// fields: the frontend's); nil when the caller does not know it (ensureBackend gets no
+	// attributes), and then the frontend uses what it last wrote for the load balancer.
+	Health *HealthTiming
 }
 
 // MaxMarkLen is the longest owner mark written: the device's shortest name column that carries one

@@ -142,7 +142,8 @@ func TestTxReadsAndDeletes(t *testing.T) {
 		all, err := tx.RealServers(ctx)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(all).To(HaveLen(120), "paged with count/offset")
-		g.Expect(all[5]).To(Equal(RealServer{Index: "rs005", IP: "10.0.0.6", Weight: 1, State: RealServerEnabled}))
+		g.Expect(all[5]).To(Equal(RealServer{Index: "rs005", IP: "10.0.0.6", Weight: 1, State: RealServerEnabled,
+			Health: HealthTiming{Interval: 2, Retries: 4, Restore: 2}}), "the device's default health-check timing")
 		members, err := tx.Members(ctx, "g1")
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(members).To(HaveLen(120))

@@ -99,14 +99,37 @@ type RealServer struct {
 	Weight int // 1..48
 	State  RealServerState
 	Name   string
+	// Health is the server's health-check timing; zero fields are not written (the device keeps
+	// what it has, its defaults for a new server).
+	Health HealthTiming
+}
+
+// HealthTiming is a real server's health-check timing: PingInterval (seconds between checks,
+// 0..600, 0 disables), FailRetry (consecutive failed checks before the server is failed, 0..63)
+// and SuccRetry (consecutive successful checks before it is restored, 0..63).
+type HealthTiming struct {
+	Interval int // PingInterval
+	Retries  int // FailRetry
+	Restore  int // SuccRetry
+}
+
+func (h HealthTiming) fields(into map[string]any) {
+	for k, v := range map[string]int{"PingInterval": h.Interval, "FailRetry": h.Retries, "SuccRetry": h.Restore} {
+		if v > 0 {
+			into[k] = v
+		}
+	}
 }
 
 func (r RealServer) fields() map[string]any {
-	return map[string]any{"IpAddr": r.IP, "Weight": r.Weight, "State": int(r.State), "Type": realServerLocal, "Name": r.Name}
+	f := map[string]any{"IpAddr": r.IP, "Weight": r.Weight, "State": int(r.State), "Type": realServerLocal, "Name": r.Name}
+	r.Health.fields(f)
+	return f
 }
 
 func realServerFromRow(r Row) RealServer {
-	return RealServer{Index: r.Str("Index"), IP: r.Str("IpAddr"), Weight: r.Int("Weight"), State: RealServerState(r.Int("State")), Name: r.Str("Name")}
+	return RealServer{Index: r.Str("Index"), IP: r.Str("IpAddr"), Weight: r.Int("Weight"), State: RealServerState(r.Int("State")), Name: r.Str("Name"),
+		Health: HealthTiming{Interval: r.Int("PingInterval"), Retries: r.Int("FailRetry"), Restore: r.Int("SuccRetry")}}
 }
 
 // Group is a row of SlbNewCfgEnhGroupTable.

@@ -223,6 +223,16 @@ func (tx *Tx) EnsureRealServer(ctx context.Context, rs RealServer) (bool, error)
 	return tx.put(ctx, TableRealServer, []string{rs.Index}, rs.fields())
 }
 
+// SetRealServerHealth changes only a real server's health-check timing (its non-zero fields).
+func (tx *Tx) SetRealServerHealth(ctx context.Context, index string, h HealthTiming) (bool, error) {
+	f := map[string]any{}
+	h.fields(f)
+	if len(f) == 0 {
+		return false, nil
+	}
+	return tx.put(ctx, TableRealServer, []string{index}, f)
+}
+
 // SetRealServerState changes only a real server's State.
 func (tx *Tx) SetRealServerState(ctx context.Context, index string, st RealServerState) (bool, error) {
 	return tx.put(ctx, TableRealServer, []string{index}, map[string]any{"State": int(st)})

@@ -43,14 +43,20 @@ type dataPlane struct {
 	rr        map[string]map[string]int64 // group -> member -> current weight (smooth WRR)
 	open      map[string]int              // real server -> open connections
 	served    map[string]int              // real server -> connections forwarded so far
-	health    map[string]bool             // real server -> last health check result
-	hcEvery   time.Duration
+	dropped   map[string]int              // real server -> connections reset: it did not answer
+	hc        map[string]*hcState         // real server -> health-check state (checked servers only)
+	hcScale   float64                     // simulated duration of one PingInterval second, in seconds
+	hcManual  bool                        // no periodic checks: rounds run through CheckHealth only
 	hcStop    chan struct{}
+	hcWake    chan struct{}
 	udpIdle   time.Duration
 	dialLimit time.Duration
 }
 
-func newDataPlane(log logr.Logger, hcEvery time.Duration) *dataPlane {
+func newDataPlane(log logr.Logger, hcScale float64, hcManual bool) *dataPlane {
+	if hcScale <= 0 {
+		hcScale = 1
+	}
 	return &dataPlane{
 		log:       log.WithName("dataplane"),
 		cfg:       newConfig(),
@@ -61,8 +67,11 @@ func newDataPlane(log logr.Logger, hcEvery time.Duration) *dataPlane {
 		rr:        map[string]map[string]int64{},
 		open:      map[string]int{},
 		served:    map[string]int{},
-		health:    map[string]bool{},
-		hcEvery:   hcEvery,
+		dropped:   map[string]int{},
+		hc:        map[string]*hcState{},
+		hcScale:   hcScale,
+		hcManual:  hcManual,
+		hcWake:    make(chan struct{}, 1),
 		udpIdle:   30 * time.Second,
 		dialLimit: 2 * time.Second,
 	}
@@ -161,9 +170,13 @@ func (dp *dataPlane) update(cfg *config, active bool) {
 		dp.tcp[ls] = tl
 		go dp.serveTCP(tl)
 	}
-	if active && dp.hcEvery > 0 && dp.hcStop == nil {
+	if active && !dp.hcManual && dp.hcStop == nil {
 		dp.hcStop = make(chan struct{})
 		go dp.healthLoop(dp.hcStop)
+	}
+	select { // a new configuration may add servers to check: look at once
+	case dp.hcWake <- struct{}{}:
+	default:
 	}
 	if !active && dp.hcStop != nil {
 		close(dp.hcStop)
@@ -190,11 +203,13 @@ func (dp *dataPlane) close() {
 	}
 }
 
+// healthy reports whether the health check has not failed the real server (servers that are not
+// checked are always healthy).
 func (dp *dataPlane) healthy(rs string) bool {
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
-	ok, known := dp.health[rs]
-	return !known || ok
+	st := dp.hc[rs]
+	return st == nil || !st.failed
 }
 
 // candidates returns the metric and the members that may receive new connections (dp.mu held).
@@ -219,8 +234,8 @@ func (dp *dataPlane) candidates(key svcKey) (string, int64, []member) {
 		if rs == nil || rs.int("State") != 2 {
 			continue
 		}
-		if ok, known := dp.health[id]; known && !ok {
-			continue
+		if st := dp.hc[id]; st != nil && st.failed {
+			continue // failed by its health check: no new connections
 		}
 		out = append(out, member{id: id, addr: net.JoinHostPort(rs.str("IpAddr"), strconv.FormatInt(realPort(cfg, svc, id), 10)), weight: rs.int("Weight")})
 	}
@@ -241,11 +256,15 @@ func realPort(cfg *config, svc *row, rs string) int64 {
 	return svc.int("VirtPort")
 }
 
-// pick orders the candidates for one new connection: the metric's choice first, then the others
-// as fallbacks when a dial fails (dp.mu held).
-func (dp *dataPlane) pick(group string, metric int64, ms []member, client net.Addr) []member {
-	if len(ms) <= 1 {
-		return ms
+// pick is the metric's choice of a member for one new connection; false when there is no
+// candidate (dp.mu held). The choice is final: a member that does not answer is not replaced by
+// another (see proxyTCP).
+func (dp *dataPlane) pick(group string, metric int64, ms []member, client net.Addr) (member, bool) {
+	if len(ms) == 0 {
+		return member{}, false
+	}
+	if len(ms) == 1 {
+		return ms[0], true
 	}
 	var first int
 	switch metric {
@@ -287,8 +306,7 @@ func (dp *dataPlane) pick(group string, metric int64, ms []member, client net.Ad
 		}
 		st[ms[first].id] -= total
 	}
-	out := append([]member{ms[first]}, ms[:first]...)
-	return append(out, ms[first+1:]...)
+	return ms[first], true
 }
 
 func (dp *dataPlane) serveTCP(tl *tcpListener) {
@@ -317,24 +335,27 @@ func (dp *dataPlane) track(c net.Conn, add bool) {
 func (dp *dataPlane) proxyTCP(key svcKey, client net.Conn) {
 	dp.track(client, true)
 	defer dp.track(client, false)
-	defer client.Close()
 	dp.mu.Lock()
 	group, metric, ms := dp.candidates(key)
-	order := dp.pick(group, metric, ms, client.RemoteAddr())
+	chosen, ok := dp.pick(group, metric, ms, client.RemoteAddr())
 	dp.mu.Unlock()
-	var backend net.Conn
-	var chosen member
-	for _, m := range order {
-		c, err := net.DialTimeout("tcp", m.addr, dp.dialLimit)
-		if err == nil {
-			backend, chosen = c, m
-			break
-		}
-		dp.log.V(1).Info("member unreachable", "service", key.vs, "member", m.id, "addr", m.addr, "err", err.Error())
-	}
-	if backend == nil {
+	if !ok {
+		dp.log.V(1).Info("no real server available", "service", key.vs)
+		reset(client)
 		return
 	}
+	// The device forwards the client's connection to the chosen real server: a refusal or no
+	// answer reaches the client, and no other server is tried.
+	backend, err := net.DialTimeout("tcp", chosen.addr, dp.dialLimit)
+	if err != nil {
+		dp.log.V(1).Info("real server did not answer; resetting the client", "service", key.vs, "member", chosen.id, "addr", chosen.addr, "err", err.Error())
+		dp.mu.Lock()
+		dp.dropped[chosen.id]++
+		dp.mu.Unlock()
+		reset(client)
+		return
+	}
+	defer client.Close()
 	dp.track(backend, true)
 	defer dp.track(backend, false)
 	dp.mu.Lock()
@@ -359,6 +380,15 @@ func (dp *dataPlane) proxyTCP(key svcKey, client net.Conn) {
 	<-done
 	<-done
 	_ = backend.Close()
+}
+
+// reset closes an accepted client connection with a TCP reset (as a refused connection looks
+// once the handshake is done), not an orderly close the client could take for an empty answer.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
 }
 
 type udpSession struct {
@@ -386,23 +416,24 @@ func (dp *dataPlane) serveUDP(ul *udpListener) {
 		if s == nil {
 			dp.mu.Lock()
 			group, metric, ms := dp.candidates(ul.key)
-			order := dp.pick(group, metric, ms, from)
+			m, ok := dp.pick(group, metric, ms, from)
 			dp.mu.Unlock()
-			for _, m := range order {
-				raddr, err := net.ResolveUDPAddr("udp", m.addr)
-				if err != nil {
-					continue
-				}
-				c, err := net.DialUDP("udp", nil, raddr)
-				if err != nil {
-					continue
-				}
-				s = &udpSession{backend: c, member: m.id}
-				break
+			if !ok {
+				continue // no real server: the datagram is dropped
 			}
-			if s == nil {
+			// As for TCP the choice is final: datagrams a dead server does not answer are lost.
+			raddr, err := net.ResolveUDPAddr("udp", m.addr)
+			if err != nil {
 				continue
 			}
+			c, err := net.DialUDP("udp", nil, raddr)
+			if err != nil {
+				dp.mu.Lock()
+				dp.dropped[m.id]++
+				dp.mu.Unlock()
+				continue
+			}
+			s = &udpSession{backend: c, member: m.id}
 			mu.Lock()
 			sessions[from.String()] = s
 			mu.Unlock()
@@ -431,25 +462,29 @@ func (dp *dataPlane) serveUDP(ul *udpListener) {
 	}
 }
 
-func (dp *dataPlane) healthLoop(stop chan struct{}) {
-	t := time.NewTicker(dp.hcEvery)
-	defer t.Stop()
-	for {
-		dp.checkOnce()
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-	}
+// hcState is the health of one checked real server: the device fails it after FailRetry
+// consecutive failed checks and restores it after SuccRetry consecutive successful ones.
+type hcState struct {
+	failed   bool
+	since    time.Time // when failed last changed (or the server was first checked)
+	fails    int       // consecutive failed checks
+	succs    int       // consecutive successful checks
+	next     time.Time // when the next check is due
+	inFlight bool
 }
 
-// checkOnce TCP-connects to every member of groups whose HealthID is "tcp".
-func (dp *dataPlane) checkOnce() {
-	dp.mu.Lock()
-	cfg := dp.cfg
-	dp.mu.Unlock()
-	targets := map[string]string{}
+// hcTarget is one real server to check and its settings, from SlbNewCfgEnhRealServerTable.
+type hcTarget struct {
+	addr        string
+	every       time.Duration // PingInterval, scaled
+	fail, restr int           // FailRetry, SuccRetry (0 taken as 1)
+}
+
+// hcTargets lists the real servers the device checks: members of groups whose HealthID is "tcp"
+// with a PingInterval above 0 (the MIB: "Zero means disabling ping attempt"). The port checked is
+// the real server's first real port, else the one its service sends to.
+func (dp *dataPlane) hcTargets(cfg *config) map[string]hcTarget {
+	targets := map[string]hcTarget{}
 	for _, g := range cfg.list(stGroup) {
 		if !strings.EqualFold(g.str("HealthID"), "tcp") {
 			continue
@@ -463,7 +498,7 @@ func (dp *dataPlane) checkOnce() {
 		}
 		for _, m := range cfg.children(stGroupMember, g.idx) {
 			rs := cfg.get(stRealServer, m.idx[1:2])
-			if rs == nil {
+			if rs == nil || rs.int("PingInterval") <= 0 {
 				continue
 			}
 			port := int64(0)
@@ -476,32 +511,152 @@ func (dp *dataPlane) checkOnce() {
 			if port == 0 && svc != nil {
 				port = realPort(cfg, svc, m.idxString(1))
 			}
-			if port > 0 {
-				targets[m.idxString(1)] = net.JoinHostPort(rs.str("IpAddr"), strconv.FormatInt(port, 10))
+			if port <= 0 {
+				continue
+			}
+			targets[m.idxString(1)] = hcTarget{
+				addr:  net.JoinHostPort(rs.str("IpAddr"), strconv.FormatInt(port, 10)),
+				every: time.Duration(float64(rs.int("PingInterval")) * dp.hcScale * float64(time.Second)),
+				fail:  int(max(rs.int("FailRetry"), 1)),
+				restr: int(max(rs.int("SuccRetry"), 1)),
 			}
 		}
 	}
-	timeout := min(dp.hcEvery, time.Second)
-	results := map[string]bool{}
+	return targets
+}
+
+// probeTimeout bounds one check: the interval, at most 2 s (the simulator's choice; the device's
+// health-check timeout is its own setting, not modelled).
+func probeTimeout(t hcTarget) time.Duration { return min(t.every, 2*time.Second) }
+
+// probe is one TCP health check: a connection that opens is closed at once.
+func probe(t hcTarget) bool {
+	c, err := net.DialTimeout("tcp", t.addr, probeTimeout(t))
+	if err == nil {
+		_ = c.Close()
+	}
+	return err == nil
+}
+
+// record applies one check result (dp.mu held). Results for a state no longer current (the
+// server stopped being checked meanwhile) are ignored.
+func (dp *dataPlane) record(id string, st *hcState, t hcTarget, ok bool, now time.Time) {
+	if dp.hc[id] != st {
+		return
+	}
+	if ok {
+		st.fails, st.succs = 0, st.succs+1
+		if st.failed && st.succs >= t.restr {
+			st.failed, st.since = false, now
+			dp.log.Info("real server restored by its health check", "realServer", id, "addr", t.addr, "successes", st.succs)
+		}
+		return
+	}
+	st.succs, st.fails = 0, st.fails+1
+	if !st.failed && st.fails >= t.fail {
+		st.failed, st.since = true, now
+		dp.log.Info("real server failed by its health check", "realServer", id, "addr", t.addr, "failures", st.fails)
+	}
+}
+
+// prune forgets servers that are no longer checked (they count as healthy) and starts the state
+// of new ones, due at once (dp.mu held).
+func (dp *dataPlane) prune(targets map[string]hcTarget, now time.Time) {
+	for id := range dp.hc {
+		if _, ok := targets[id]; !ok {
+			delete(dp.hc, id)
+		}
+	}
+	for id := range targets {
+		if dp.hc[id] == nil {
+			// A new server starts running (an assumption: the device's initial state is unverified).
+			dp.hc[id] = &hcState{since: now, next: now}
+		}
+	}
+}
+
+// healthLoop checks every server when its own interval is due, until stop.
+func (dp *dataPlane) healthLoop(stop chan struct{}) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-timer.C:
+		case <-dp.hcWake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		timer.Reset(dp.checkDue(time.Now()))
+	}
+}
+
+// checkDue starts the checks that are due and returns how long until the next one.
+func (dp *dataPlane) checkDue(now time.Time) time.Duration {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	targets := dp.hcTargets(dp.cfg)
+	dp.prune(targets, now)
+	wait := time.Second // idle: a configuration change wakes the loop
+	for id, t := range targets {
+		st := dp.hc[id]
+		if !st.inFlight && !now.Before(st.next) {
+			st.inFlight = true
+			st.next = now.Add(t.every)
+			go func(id string, st *hcState, t hcTarget) {
+				ok := probe(t)
+				dp.mu.Lock()
+				st.inFlight = false
+				dp.record(id, st, t, ok, time.Now())
+				dp.mu.Unlock()
+				select { // the next check may be due already (a probe that timed out)
+				case dp.hcWake <- struct{}{}:
+				default:
+				}
+			}(id, st, t)
+		}
+		if d := st.next.Sub(now); d < wait {
+			wait = d
+		}
+	}
+	return max(wait, time.Millisecond)
+}
+
+// checkOnce runs one check of every checked server now and waits for the results.
+func (dp *dataPlane) checkOnce() {
+	now := time.Now()
+	dp.mu.Lock()
+	targets := dp.hcTargets(dp.cfg)
+	dp.prune(targets, now)
+	states := make(map[string]*hcState, len(targets))
+	for id := range targets {
+		states[id] = dp.hc[id]
+	}
+	dp.mu.Unlock()
+	results := make(map[string]bool, len(targets))
 	var wg sync.WaitGroup
 	var rmu sync.Mutex
-	for id, addr := range targets {
+	for id, t := range targets {
 		wg.Add(1)
-		go func(id, addr string) {
+		go func(id string, t hcTarget) {
 			defer wg.Done()
-			c, err := net.DialTimeout("tcp", addr, timeout)
-			if err == nil {
-				_ = c.Close()
-			}
+			ok := probe(t)
 			rmu.Lock()
-			results[id] = err == nil
+			results[id] = ok
 			rmu.Unlock()
-		}(id, addr)
+		}(id, t)
 	}
 	wg.Wait()
 	dp.mu.Lock()
-	dp.health = results
-	dp.mu.Unlock()
+	defer dp.mu.Unlock()
+	for id, ok := range results {
+		dp.record(id, states[id], targets[id], ok, time.Now())
+	}
 }
 
 // Listening lists the endpoints ("tcp 127.0.0.2:8080") the unit's data plane serves.
@@ -562,5 +717,34 @@ func (d *Device) ActiveConnections() map[string]int {
 	return out
 }
 
-// CheckHealth runs one health-check round now (tests use it instead of waiting for the ticker).
+// CheckHealth runs one health check of every checked real server now, whatever its interval, and
+// waits for the results (tests step the health state with it, usually with HealthCheckManual). A
+// server fails after FailRetry such rounds fail in a row and is restored after SuccRetry succeed.
 func (d *Device) CheckHealth() { d.dp.checkOnce() }
+
+// Dropped returns, per real server, how many client connections (TCP) or sessions (UDP) were
+// reset or lost because the server the metric chose did not answer.
+func (d *Device) Dropped() map[string]int {
+	dp := d.dp
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	out := make(map[string]int, len(dp.dropped))
+	for k, v := range dp.dropped {
+		out[k] = v
+	}
+	return out
+}
+
+// FailedSince returns the real servers their health check has failed, with when it failed them.
+func (d *Device) FailedSince() map[string]time.Time {
+	dp := d.dp
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	out := map[string]time.Time{}
+	for id, st := range dp.hc {
+		if st.failed {
+			out[id] = st.since
+		}
+	}
+	return out
+}

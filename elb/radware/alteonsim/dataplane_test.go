@@ -1,11 +1,14 @@
 package alteonsim
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,23 +217,132 @@ func TestDataPlaneUDP(t *testing.T) {
 	g.Expect(string(buf[:n])).To(Equal("u1:ping"))
 }
 
+// TestDataPlaneHealthCheck: as on the device, a real server of a group with HealthID tcp is failed
+// after FailRetry consecutive failed checks (not before: until then the metric still chooses it and
+// its turns fail), gets no new connections while failed, shows failed in the runtime tables, and is
+// restored after SuccRetry consecutive successful checks. Each server uses its own columns.
 func TestDataPlaneHealthCheck(t *testing.T) {
 	g := NewWithT(t)
-	d, c := startDevice(t, Options{DataPlane: true, HealthCheckInterval: time.Hour})
+	d, c := startDevice(t, Options{DataPlane: true, HealthCheckManual: true})
 	b1, b2 := startBackend(t, "b1"), startBackend(t, "b2")
 	vip := "127.0.0.24"
 	port := freePort(t, vip)
 	addr := net.JoinHostPort(vip, strconv.Itoa(port))
 	seedBackends(t, c, vip, port, b1, b2)
+	rs := c.rows("/SlbNewCfgEnhRealServerTable/b2")[0]
+	g.Expect(rs).To(And(HaveKeyWithValue("PingInterval", json.Number("2")), HaveKeyWithValue("FailRetry", json.Number("4")),
+		HaveKeyWithValue("SuccRetry", json.Number("2"))), "the device's defaults")
+	c.ok("PUT", "/SlbNewCfgEnhRealServerTable/b2", `{"FailRetry":3,"SuccRetry":2}`)
 	c.apply()
+	runtime := func(rs string) (any, any) {
+		return c.rows("/SlbEnhRealServerInfoTable/" + rs)[0]["State"], c.rows("/SlbOperEnhGroupRealServerTable/g1/" + rs)[0]["RuntimeStatus"]
+	}
+
+	b2addr := b2.addr
 	_ = b2.l.Close()
+	for i := 1; i < 3; i++ {
+		d.CheckHealth()
+		g.Expect(d.FailedSince()).To(BeEmpty(), "%d failed checks of 3", i)
+		counts := map[string]int{}
+		for j := 0; j < 4; j++ {
+			name, _ := try(addr)
+			counts[name]++
+		}
+		g.Expect(counts).To(Equal(map[string]int{"b1": 2, "": 2}), "b2 still gets its turns, and they fail")
+	}
 	d.CheckHealth()
-	info := c.rows("/SlbEnhRealServerInfoTable/b2")
-	g.Expect(info[0]["State"]).To(BeEquivalentTo("3"), "failed")
-	g.Expect(c.rows("/SlbOperEnhGroupRealServerTable/g1/b1")[0]["RuntimeStatus"]).To(BeEquivalentTo("1"))
+	g.Expect(d.FailedSince()).To(HaveKey("b2"))
+	st, rt := runtime("b2")
+	g.Expect(st).To(BeEquivalentTo("3"), "SlbEnhRealServerInfoTable: failed")
+	g.Expect(rt).To(BeEquivalentTo("2"), "SlbOperEnhGroupRealServerTable: failed")
+	st, rt = runtime("b1")
+	g.Expect(st).To(BeEquivalentTo("2"))
+	g.Expect(rt).To(BeEquivalentTo("1"))
+	dropped := d.Dropped()["b2"]
+	g.Expect(dropped).To(Equal(4))
 	for i := 0; i < 4; i++ {
 		g.Expect(hit(addr)).To(Equal("b1"))
 	}
+
+	// The server comes back: restored after SuccRetry (2) successful checks, not after one.
+	l, err := net.Listen("tcp", b2addr)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(conn, "b2")
+			_ = conn.Close()
+		}
+	}()
+	d.CheckHealth()
+	g.Expect(d.FailedSince()).To(HaveKey("b2"), "one success of 2")
+	d.CheckHealth()
+	g.Expect(d.FailedSince()).To(BeEmpty())
+	st, rt = runtime("b2")
+	g.Expect(st).To(BeEquivalentTo("2"))
+	g.Expect(rt).To(BeEquivalentTo("1"))
+	counts := map[string]int{}
+	for j := 0; j < 4; j++ {
+		counts[hit(addr)]++
+	}
+	g.Expect(counts).To(Equal(map[string]int{"b1": 2, "b2": 2}))
+	g.Expect(d.Dropped()["b2"]).To(Equal(dropped), "nothing dropped once restored")
+}
+
+// TestDataPlaneHealthCheckScope: only groups with HealthID tcp are checked, and a real server
+// with PingInterval 0 is not checked ("Zero means disabling ping attempt", MIB).
+func TestDataPlaneHealthCheckScope(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		writes [][2]string
+	}{
+		{"no HealthID", [][2]string{{"/SlbNewCfgEnhGroupTable/g1", `{"HealthID":""}`}}},
+		{"PingInterval 0", [][2]string{{"/SlbNewCfgEnhRealServerTable/dead", `{"PingInterval":0}`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			d, c := startDevice(t, Options{DataPlane: true, HealthCheckManual: true})
+			live := startBackend(t, "live")
+			vip := "127.0.0.28"
+			port := freePort(t, vip)
+			seedService(c, vip, port, map[string]string{"live": live.addr, "dead": deadAddr(t)})
+			for _, w := range tc.writes {
+				c.ok("PUT", w[0], w[1])
+			}
+			c.apply()
+			for i := 0; i < 6; i++ {
+				d.CheckHealth()
+			}
+			g.Expect(d.FailedSince()).To(BeEmpty())
+			g.Expect(c.rows("/SlbEnhRealServerInfoTable/dead")[0]["State"]).To(BeEquivalentTo("2"), "running: not checked")
+			// Evidence the check would have failed it: with the defaults restored it does.
+			c.ok("PUT", "/SlbNewCfgEnhGroupTable/g1", `{"HealthID":"tcp"}`)
+			c.ok("PUT", "/SlbNewCfgEnhRealServerTable/dead", `{"PingInterval":2}`)
+			c.apply()
+			for i := 0; i < 4; i++ {
+				d.CheckHealth()
+			}
+			g.Expect(d.FailedSince()).To(HaveKey("dead"))
+		})
+	}
+}
+
+// TestDataPlanePeriodicHealthCheck: without CheckHealth, the unit checks each server at its own
+// PingInterval (scaled) and fails a dead one.
+func TestDataPlanePeriodicHealthCheck(t *testing.T) {
+	g := NewWithT(t)
+	d, c := startDevice(t, Options{DataPlane: true, HealthCheckTimeScale: 0.01})
+	live := startBackend(t, "live")
+	vip := "127.0.0.29"
+	port := freePort(t, vip)
+	seedService(c, vip, port, map[string]string{"live": live.addr, "dead": deadAddr(t)})
+	c.apply()
+	g.Eventually(d.FailedSince, 10*time.Second, 10*time.Millisecond).Should(HaveKey("dead"))
+	g.Consistently(d.FailedSince, 200*time.Millisecond, 20*time.Millisecond).ShouldNot(HaveKey("live"))
 }
 
 func TestDataPlaneFollowsMaster(t *testing.T) {
@@ -272,4 +384,63 @@ func TestDataPlaneBindErrorIsReported(t *testing.T) {
 		g.Expect(k).To(Equal(fmt.Sprintf("tcp 127.0.0.26:%d", port)))
 		g.Expect(strings.ToLower(v)).To(ContainSubstring("in use"))
 	}
+}
+
+// try opens one connection to addr and returns the backend name it reached, or the error that
+// ended it: a refused dial, or a reset after the data plane accepted the connection.
+func try(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(c, buf, 1)
+	if n == 0 {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return "", err
+	}
+	return string(buf[:n]), nil
+}
+
+// deadAddr is a loopback address where nothing listens (connections are refused).
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+// TestDataPlaneDeadMemberFailsItsTurns: a real Alteon at L4 sends the client's connection to the
+// real server the metric chose; when that server refuses, the client sees the failure, and nothing
+// else is tried until a health check fails the server. Round robin over one live and one dead
+// member (no health check) fails every dead member's turn, with a reset.
+func TestDataPlaneDeadMemberFailsItsTurns(t *testing.T) {
+	g := NewWithT(t)
+	_, c := startDevice(t, Options{DataPlane: true})
+	live := startBackend(t, "live")
+	vip := "127.0.0.27"
+	port := freePort(t, vip)
+	addr := net.JoinHostPort(vip, strconv.Itoa(port))
+	seedService(c, vip, port, map[string]string{"live": live.addr, "dead": deadAddr(t)})
+	c.ok("PUT", "/SlbNewCfgEnhGroupTable/g1", `{"HealthID":""}`)
+	c.apply()
+
+	counts := map[string]int{}
+	for i := 0; i < 10; i++ {
+		name, err := try(addr)
+		if err != nil {
+			g.Expect(errors.Is(err, syscall.ECONNRESET)).To(BeTrue(), "a failed turn is a reset, got %v", err)
+			name = "failed"
+		}
+		counts[name]++
+	}
+	g.Expect(counts).To(Equal(map[string]int{"live": 5, "failed": 5}), "every second connection is the dead member's")
 }

@@ -92,9 +92,14 @@ type Options struct {
 	AutoSyncDelay time.Duration
 	// DataPlane enables L4 forwarding from applied virtual services (master only).
 	DataPlane bool
-	// HealthCheckInterval enables TCP health checks of group members with HealthID "tcp";
-	// 0 disables them (members count as healthy).
-	HealthCheckInterval time.Duration
+	// HealthCheckTimeScale is how many seconds one second of a real server's PingInterval lasts in
+	// the simulation: 0 or 1 is the device's own timing (default PingInterval 2 s, FailRetry 4);
+	// 0.01 makes the checks a hundred times faster (tests). The per-real-server columns
+	// PingInterval, FailRetry and SuccRetry stay the truth; only the clock is scaled.
+	HealthCheckTimeScale float64
+	// HealthCheckManual runs no periodic health checks: a check round runs only when CheckHealth
+	// is called, and servers never checked count as running.
+	HealthCheckManual bool
 	// RecordLimit caps the request recording (default 100000; older entries are dropped).
 	RecordLimit int
 	// TLS, when set, makes Start serve HTTPS (as the device does) instead of HTTP.
@@ -208,7 +213,7 @@ func New(opts Options) *Device {
 		closed:     make(chan struct{}),
 	}
 	d.rec.limit = opts.RecordLimit
-	d.dp = newDataPlane(d.log, opts.HealthCheckInterval)
+	d.dp = newDataPlane(d.log, opts.HealthCheckTimeScale, opts.HealthCheckManual)
 	return d
 }
 
@@ -402,6 +407,15 @@ func (s Snapshot) VirtualServerName(index string) string {
 // RealServer returns a real server's columns (nil when absent).
 func (s Snapshot) RealServer(index string) map[string]any {
 	r := s.cfg.get(stRealServer, []any{index})
+	if r == nil {
+		return nil
+	}
+	return r.clone().vals
+}
+
+// Group returns a group's columns (nil when absent).
+func (s Snapshot) Group(index string) map[string]any {
+	r := s.cfg.get(stGroup, []any{index})
 	if r == nil {
 		return nil
 	}

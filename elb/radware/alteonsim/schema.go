@@ -244,9 +244,10 @@ var stores = map[string]*storeSchema{
 			intCol("Weight", 1, 48, 1),
 			intCol("MaxConns", 0, 1000000, 0),
 			intCol("TimeOut", 2, 32768, 10),
-			intCol("PingInterval", 0, 3600, 0),
-			intCol("FailRetry", 1, 63, 4),
-			intCol("SuccRetry", 1, 63, 2),
+			// Health-check timing (MIB ranges; defaults: the device's, see the package doc).
+			intCol("PingInterval", 0, 600, 2),
+			intCol("FailRetry", 0, 63, 4),
+			intCol("SuccRetry", 0, 63, 2),
 			enumCol("State", enumRealState, 3),
 			deleteCol("Delete"),
 			enumCol("Type", enumRealType, 1),
