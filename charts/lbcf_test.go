@@ -72,7 +72,8 @@ func TestLBCFRender(t *testing.T) {
 				g.Expect(drv.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
 					"--backend=radware", "--path-prefix=/radware", "--alteon-urls=https://alteon-a.example.com,https://alteon-b.example.com",
 					"--alteon-password-file=/etc/alteon/password/password", "--alteon-ca-file=/etc/alteon/ca/ca.crt",
-					"--radware-owner=lbfed-prod", "--tls-cert-file=/etc/elb-driver/tls/tls.crt"))
+					"--radware-owner=lbfed-prod", "--tls-cert-file=/etc/elb-driver/tls/tls.crt",
+					"--radware-drain-period=30s", "--radware-health-check-interval=2", "--radware-health-check-retries=4", "--radware-health-check-restore=2"))
 				// lbcf-controller trusts the CA that signed the driver's certificate.
 				tls := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-webhook-tls"))
 				dtls := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-elb-driver-tls"))
