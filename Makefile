@@ -45,7 +45,7 @@ test-unit:
 ## test-e2e: the full-topology tests (build tag e2e): propagation proof, `up`/`down`, interpreter,
 ## the lbfed chart on Karmada.
 test-e2e: tools $(HELM)
-	$(GO) test -tags e2e -count=1 -timeout 60m ./e2e/ ./e2e/localup/cmd/localup/ ./e2e/interpreter/ ./e2e/federation/ ./charts/propagation/
+	$(GO) test -tags e2e -count=1 -timeout 60m ./e2e/ ./e2e/localup/cmd/localup/ ./e2e/interpreter/ ./e2e/federation/ ./e2e/standalone/ ./charts/propagation/
 
 localup:
 	$(GO) build -o $(LOCALUP) ./e2e/localup/cmd/localup

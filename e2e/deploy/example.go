@@ -22,12 +22,22 @@ type Example struct {
 	Replicas int
 	// Members the example is propagated to.
 	Members []string
+	// ReadinessGate labels the namespace lbfed.io/readiness-gate-inject=enabled: the members'
+	// webhook gives the pods lbfed's readiness gate, so that a rollout waits for the front end.
+	ReadinessGate bool
+	// PreStopSeconds gives the pods a preStop sleep: a terminating pod keeps serving that long,
+	// while lbfed drains it on the front end (0: none, the pod stops answering at once).
+	PreStopSeconds int
 }
 
 var exampleTemplate = template.Must(template.New("example").Parse(`
 apiVersion: v1
 kind: Namespace
-metadata: {name: {{.Namespace}}}
+metadata:
+  name: {{.Namespace}}
+  {{- if .ReadinessGate}}
+  labels: {lbfed.io/readiness-gate-inject: enabled}
+  {{- end}}
 ---
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: LoadBalancerDriver
@@ -58,13 +68,21 @@ metadata: {name: web, namespace: {{.Namespace}}}
 spec:
   replicas: {{.Replicas}}
   selector: {matchLabels: {app: web}}
+  # A new pod first, an old one only once the new one is available.
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
   template:
     metadata: {labels: {app: web}}
     spec:
+      {{- if .PreStopSeconds}}
+      terminationGracePeriodSeconds: {{.TerminationGracePeriod}}
+      {{- end}}
       containers:
       - name: web
         image: registry.example/web:1
         ports: [{containerPort: 8080}]
+        {{- if .PreStopSeconds}}
+        lifecycle: {preStop: {sleep: {seconds: {{.PreStopSeconds}}}}}
+        {{- end}}
 ---
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: BackendGroup
@@ -101,8 +119,9 @@ func (e Example) Objects(d *Deployment) ([]*unstructured.Unstructured, error) {
 	var b strings.Builder
 	if err := exampleTemplate.Execute(&b, struct {
 		Example
-		DriverURL string
-	}{e, d.DriverURL}); err != nil {
+		DriverURL              string
+		TerminationGracePeriod int
+	}{e, d.DriverURL, e.PreStopSeconds + 20}); err != nil {
 		return nil, err
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(b.String()), 4096)

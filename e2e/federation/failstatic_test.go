@@ -134,6 +134,23 @@ func (l *load) stop() loadResult {
 
 // deviceIPs lists the real servers of the simulated pair's master unit, without asserting.
 func (w *world) deviceIPs() (map[string]bool, error) {
+	c, err := w.masterClient()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.List(w.ctx, alteon.TableRealServer)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, r := range rows {
+		out[r.Str("IpAddr")] = true
+	}
+	return out, nil
+}
+
+// masterClient reaches the simulated pair's master unit.
+func (w *world) masterClient() (*alteon.Client, error) {
 	rsp, err := http.Get(lbfed.AlteonControl + "/roles")
 	if err != nil {
 		return nil, err
@@ -156,19 +173,7 @@ func (w *world) deviceIPs() (map[string]bool, error) {
 	if url == "" {
 		return nil, fmt.Errorf("no master unit: %v", roles)
 	}
-	c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", Attempts: 1})
-	if err != nil {
-		return nil, err
-	}
-	rows, err := c.List(w.ctx, alteon.TableRealServer)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, r := range rows {
-		out[r.Str("IpAddr")] = true
-	}
-	return out, nil
+	return alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", Attempts: 1})
 }
 
 // sample is what the federation had registered at one moment: backend addresses per member
