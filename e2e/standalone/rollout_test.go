@@ -129,11 +129,11 @@ func startLBCF(t *testing.T, g Gomega, ctx context.Context) {
 
 // load sends one request through the VIP every 20 ms until stopped.
 type load struct {
-	cancel               context.CancelFunc
-	done                 chan struct{}
-	mu                   sync.Mutex
-	sent, failed         int
-	firstFailures        []string
+	cancel        context.CancelFunc
+	done          chan struct{}
+	mu            sync.Mutex
+	sent, failed  int
+	firstFailures []string
 }
 
 func startLoad(url string) *load {
