@@ -234,6 +234,11 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 			return c, err
 		}
 	}
+	if opts.FakeNodes > 0 {
+		if err := c.startKubelet(ctx); err != nil {
+			return c, err
+		}
+	}
 	// Within a topology the topology reports progress; a plain cluster reports itself.
 	level := 1
 	if c.ownsRun {
@@ -472,6 +477,10 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 	if c.network, err = allocatePodNetwork(); err != nil {
 		return err
 	}
+	config, err := writeKwokConfig(c.dir, c.name)
+	if err != nil {
+		return err
+	}
 	kwok, err := c.sup.start(ProcessSpec{
 		Name:  c.name + "-kwok",
 		Path:  c.bins.Path(binaries.Kwok),
@@ -479,6 +488,8 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 		NetNS: c.netns(),
 		Args: []string{
 			"--kubeconfig=" + c.kubeconfig,
+			// Pod stages that leave readiness gates and deletion to the kubelet model.
+			"--config=" + config,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + fakeNodeAnnotation + "=fake",
 			"--cidr=" + c.network.fallbackCIDR(),
@@ -557,6 +568,21 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// startKubelet starts the kubelet model (kubelet.go) for the fake nodes' pods; it ends pod
+// processes through the pod responder when there is one.
+func (c *Cluster) startKubelet(ctx context.Context) error {
+	var exit func(*corev1.Pod)
+	if c.responder != nil {
+		exit = c.responder.Exit
+	}
+	k, err := startKubelet(context.WithoutCancel(ctx), c.RESTConfig(), c.log.WithName("kubelet"), exit)
+	if err != nil {
+		return err
+	}
+	c.sup.onStop(k.stop)
+	return nil
 }
 
 func (c *Cluster) startPodResponder(ctx context.Context) error {

@@ -28,12 +28,18 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
+
+// StoppedAnnotation set to "true" on a pod stops its process: its listeners close (connections
+// refused) while the pod stays Running and Ready in the API — a crashed process the kubelet has
+// not noticed yet. Removing it starts the process again.
+const StoppedAnnotation = "podresponder.lbfed.io/stopped"
 
 // Options configures a Responder.
 type Options struct {
@@ -76,6 +82,7 @@ type Responder struct {
 	mu      sync.Mutex
 	serving map[string]map[netip.AddrPort]*http.Server // pod key -> listeners
 	errs    map[string]error                           // pod key -> last bind error
+	exited  map[string]types.UID                       // pod key -> the terminating pod whose process Exit ended
 }
 
 // Start watches pods and returns once the initial list is served.
@@ -102,6 +109,7 @@ func Start(ctx context.Context, opts Options) (*Responder, error) {
 		done:    make(chan struct{}),
 		serving: map[string]map[netip.AddrPort]*http.Server{},
 		errs:    map[string]error{},
+		exited:  map[string]types.UID{},
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(opts.Namespace))
 	inf := factory.Core().V1().Pods().Informer()
@@ -113,7 +121,12 @@ func Start(ctx context.Context, opts Options) (*Responder, error) {
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				r.forget(pod)
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("pod responder: %w", err)
@@ -168,6 +181,33 @@ func (r *Responder) Endpoints() []Endpoint {
 	return out
 }
 
+// Exit ends the process of a terminating pod as the kubelet's SIGTERM does once the preStop
+// hook is over (the process does not handle it): the pod's listeners close before Exit returns
+// and stay closed for this pod (its UID) whatever its status says. localup's kubelet model calls
+// it before it reports the containers stopped. Exit on a pod that is not terminating does
+// nothing: only a deleted pod's containers are stopped by the kubelet.
+func (r *Responder) Exit(pod *corev1.Pod) {
+	if pod.DeletionTimestamp == nil {
+		return
+	}
+	key := podKey(pod)
+	r.mu.Lock()
+	r.exited[key] = pod.UID
+	r.mu.Unlock()
+	_ = r.sync(key)
+}
+
+// forget drops what Exit recorded about a pod now deleted.
+func (r *Responder) forget(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if uid, ok := r.exited[podKey(pod)]; ok && uid == pod.UID {
+		delete(r.exited, podKey(pod))
+	}
+}
+
+func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
 // Errors returns the last listen error per pod (e.g. a port below 1024 without privileges).
 func (r *Responder) Errors() map[string]error {
 	r.mu.Lock()
@@ -193,8 +233,11 @@ func (r *Responder) processNext() bool {
 	return true
 }
 
-// sync makes the listeners of one pod match what it should serve.
+// sync makes the listeners of one pod match what it should serve. The lock is held from the
+// decision on, so that a sync racing Exit cannot reopen what Exit closed.
 func (r *Responder) sync(key string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	want := map[netip.AddrPort]bool{}
 	var pod *corev1.Pod
 	if obj, exists, err := r.lister.GetByKey(key); err == nil && exists {
@@ -203,9 +246,10 @@ func (r *Responder) sync(key string) error {
 			want[ap] = true
 		}
 	}
+	if uid, ok := r.exited[key]; ok && pod != nil && pod.UID != uid {
+		delete(r.exited, key) // a new pod of the same name runs anew
+	}
 
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	servers := r.serving[key]
 	for addr, s := range servers {
 		if !want[addr] {
@@ -243,10 +287,10 @@ func (r *Responder) sync(key string) error {
 	return nil
 }
 
-// addresses returns the pod IP × TCP container ports to serve: none unless the pod is Ready,
-// not terminating, and its IP is inside the network.
+// addresses returns the pod IP × TCP container ports to serve: none unless the pod's process
+// runs (see running) and its IP is inside the network.
 func (r *Responder) addresses(pod *corev1.Pod) []netip.AddrPort {
-	if pod.DeletionTimestamp != nil || !podReady(pod) {
+	if !r.running(pod) {
 		return nil
 	}
 	ip, err := netip.ParseAddr(pod.Status.PodIP)
@@ -264,13 +308,38 @@ func (r *Responder) addresses(pod *corev1.Pod) []netip.AddrPort {
 	return out
 }
 
-func podReady(pod *corev1.Pod) bool {
+// running reports whether the pod's process is up and answering, as the pod's status and the
+// model of the package doc say. Called with r.mu held.
+func (r *Responder) running(pod *corev1.Pod) bool {
+	if pod.Annotations[StoppedAnnotation] == "true" {
+		return false
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if uid, ok := r.exited[podKey(pod)]; ok && uid == pod.UID {
+		return false // our copy may not show the deletion yet
+	}
+	// SIGTERM comes right away without a preStop hook, and the process does not handle it.
+	if pod.DeletionTimestamp != nil && PreStop(pod) == 0 {
+		return false
+	}
+	// A readiness gate not yet True keeps the pod out of Ready, not its process from running;
+	// pods whose status is written by hand may carry Ready alone.
+	if status, ok := podCondition(pod, corev1.ContainersReady); ok {
+		return status == corev1.ConditionTrue
+	}
+	status, _ := podCondition(pod, corev1.PodReady)
+	return status == corev1.ConditionTrue
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) (corev1.ConditionStatus, bool) {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+		if c.Type == t {
+			return c.Status, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func (r *Responder) serve(pod *corev1.Pod, addr netip.AddrPort) (*http.Server, error) {
