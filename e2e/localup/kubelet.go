@@ -110,6 +110,25 @@ func startKubelet(ctx context.Context, cfg *rest.Config, log logr.Logger, exit f
 		cancel()
 		return nil, fmt.Errorf("kubelet model: %w", err)
 	}
+	if err := podInf.AddIndexers(cache.Indexers{byNode: func(obj any) ([]string, error) {
+		return []string{obj.(*corev1.Pod).Spec.NodeName}, nil
+	}}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubelet model: %w", err)
+	}
+	// A node back to Ready has its kubelet back: look at its pods again.
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(old, obj any) {
+		node := obj.(*corev1.Node)
+		if nodeReady(node) && !nodeReady(old.(*corev1.Node)) {
+			pods, _ := k.pods.ByIndex(byNode, node.Name)
+			for _, pod := range pods {
+				enqueue(pod)
+			}
+		}
+	}}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("kubelet model: %w", err)
+	}
 	k.pods, k.nodes = podInf.GetIndexer(), nodeInf.GetIndexer()
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
@@ -166,6 +185,12 @@ func (k *kubelet) sync(ctx context.Context, key string) error {
 	return k.syncReady(ctx, pod)
 }
 
+// byNode indexes pods by spec.nodeName.
+const byNode = "nodeName"
+
+// onFakeNode reports whether the pod runs on a fake node whose "kubelet" is reachable: on a
+// NotReady node the kubelet is cut off, the node lifecycle controller marks the pods not Ready
+// and nobody else writes them (nor would a loop here undo that mark).
 func (k *kubelet) onFakeNode(pod *corev1.Pod) bool {
 	if pod.Spec.NodeName == "" {
 		return false
@@ -174,7 +199,8 @@ func (k *kubelet) onFakeNode(pod *corev1.Pod) bool {
 	if err != nil || !exists {
 		return false
 	}
-	return obj.(*corev1.Node).Annotations[fakeNodeAnnotation] == "fake"
+	node := obj.(*corev1.Node)
+	return node.Annotations[fakeNodeAnnotation] == "fake" && nodeReady(node)
 }
 
 // syncReady sets Ready as the kubelet computes it for a pod with readiness gates: its

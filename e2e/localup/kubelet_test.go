@@ -12,10 +12,12 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -332,4 +334,123 @@ func TestTermination(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRollingUpdateWaitsForGates runs a Deployment rollout (maxUnavailable 0) on gated pods, the
+// test playing the load balancer's controller that sets the gate: a new pod whose gate is not
+// set holds the rollout back with every old pod still serving; once it is set, an old pod is
+// scaled down and keeps answering through its preStop hook.
+func TestRollingUpdateWaitsForGates(t *testing.T) {
+	g := NewWithT(t)
+	f := newPodFixture(t)
+	const gate = corev1.PodConditionType("lb.example/registered")
+	labels := map[string]string{"app": "web"}
+	web := webContainer("web", 8080)
+	web.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 3}}}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: f.ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{web}, ReadinessGates: []corev1.PodReadinessGate{{ConditionType: gate}}},
+			},
+		},
+	}
+	deployments := f.cs.AppsV1().Deployments(f.ns)
+	_, err := deployments.Create(t.Context(), dep, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	pods := func() []corev1.Pod {
+		list, err := f.cs.CoreV1().Pods(f.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=web"})
+		g.Expect(err).NotTo(HaveOccurred())
+		return list.Items
+	}
+	// admit sets the gate of every pod whose containers are ready, as the load balancer's
+	// controller would once the pod is registered; it returns how many it admitted.
+	admit := func() int {
+		n := 0
+		for _, pod := range pods() {
+			if pod.DeletionTimestamp == nil && podCondition(&pod, corev1.ContainersReady) == corev1.ConditionTrue && podCondition(&pod, gate) != corev1.ConditionTrue {
+				f.setGate(pod.Name, gate, corev1.ConditionTrue)
+				n++
+			}
+		}
+		return n
+	}
+	status := func() (appsv1.DeploymentStatus, error) {
+		d, err := deployments.Get(t.Context(), "web", metav1.GetOptions{})
+		if err != nil || d.Status.ObservedGeneration != d.Generation {
+			return appsv1.DeploymentStatus{}, fmt.Errorf("deployment not observed yet: %v", err)
+		}
+		return d.Status, nil
+	}
+
+	// Containers ready, gate not set: nothing is available.
+	g.Eventually(func() int {
+		n := 0
+		for _, pod := range pods() {
+			if podCondition(&pod, corev1.ContainersReady) == corev1.ConditionTrue {
+				n++
+			}
+		}
+		return n
+	}).WithTimeout(time.Minute).Should(Equal(2))
+	g.Eventually(status).WithTimeout(30 * time.Second).Should(And(HaveField("Replicas", int32(2)), HaveField("ReadyReplicas", int32(0))))
+	g.Expect(admit()).To(Equal(2))
+	g.Eventually(status).WithTimeout(30 * time.Second).Should(HaveField("ReadyReplicas", int32(2)))
+	old := pods()
+
+	// Roll: the surge pod comes up, its gate unset, and the rollout waits with both old pods
+	// serving. The controller counting it (updated, unavailable) shows it looked at it.
+	_, err = deployments.Patch(t.Context(), "web", types.MergePatchType, []byte(`{"spec":{"template":{"metadata":{"annotations":{"rev":"2"}}}}}`), metav1.PatchOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(status).WithTimeout(30 * time.Second).Should(And(HaveField("UpdatedReplicas", int32(1)), HaveField("UnavailableReplicas", int32(1)), HaveField("ReadyReplicas", int32(2))))
+	g.Eventually(func() int {
+		n := 0
+		for _, pod := range pods() {
+			if pod.Labels["pod-template-hash"] != old[0].Labels["pod-template-hash"] && podCondition(&pod, corev1.ContainersReady) == corev1.ConditionTrue {
+				n++
+			}
+		}
+		return n
+	}).WithTimeout(time.Minute).Should(Equal(1))
+	for _, pod := range old {
+		now, err := f.get(pod.Name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(now.DeletionTimestamp).To(BeNil(), "old pod %s kept while the new one is not admitted", pod.Name)
+		g.Expect(f.answer(pod.Status.PodIP, 8080)).To(HaveField("Pod", pod.Name))
+	}
+
+	// Admitted: one old pod goes, answering through its preStop hook.
+	g.Expect(admit()).To(Equal(1))
+	var leaving corev1.Pod
+	g.Eventually(func() bool {
+		for _, pod := range old {
+			if now, err := f.get(pod.Name); err == nil && now.DeletionTimestamp != nil {
+				leaving = *now
+				return true
+			}
+		}
+		return false
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
+	g.Expect(f.answer(leaving.Status.PodIP, 8080)).To(HaveField("Pod", leaving.Name), "a scaled-down pod serves through its preStop hook")
+
+	// The rest of the rollout, admitting each new pod as it comes.
+	g.Eventually(func() (appsv1.DeploymentStatus, error) {
+		admit()
+		return status()
+	}).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(And(
+		HaveField("UpdatedReplicas", int32(2)), HaveField("ReadyReplicas", int32(2)), HaveField("Replicas", int32(2))))
+	g.Eventually(func() []string {
+		var names []string
+		for _, pod := range pods() {
+			names = append(names, pod.Name)
+		}
+		return names
+	}).WithTimeout(time.Minute).Should(And(Not(ContainElement(old[0].Name)), Not(ContainElement(old[1].Name))), "old pods leave the API once stopped")
 }

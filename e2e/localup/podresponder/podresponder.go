@@ -1,17 +1,44 @@
-// Package podresponder gives kwok's fake pods real sockets. kwok marks pods Running and Ready
-// without running anything; localup gives them IPs inside 127.0.0.0/8, which are all local on
-// Linux, and a Responder listens on every Ready pod's IP and TCP container ports, answering any
-// HTTP request with who answered:
+// Package podresponder gives kwok's fake pods real sockets. kwok marks pods Running without
+// running anything; localup gives them IPs inside 127.0.0.0/8, which are all local on Linux, and
+// a Responder plays each pod's process: it listens on the pod's IP and TCP container ports while
+// that process would run, answering any HTTP request with who answered:
 //
 //	{"cluster":"m1","namespace":"default","pod":"web-7d4b9-x2x8q","ip":"127.83.32.4","port":8080,"path":"/"}
 //
 // so traffic sent through a load balancer in a test reaches a socket that says which cluster and
-// pod it landed on. A pod that stops being Ready, or is deleted, stops answering (its listeners
-// close), as a real backend would.
+// pod it landed on.
 //
 //	r, err := podresponder.Start(ctx, podresponder.Options{Config: cfg, Cluster: "m1"})
 //	…
 //	defer r.Stop()
+//
+// # When a pod answers
+//
+// A pod's process runs — its sockets accept connections — while all of these hold:
+//
+//   - its containers are ready: condition ContainersReady True, or, on a pod whose status
+//     carries no ContainersReady (written by hand in a test), Ready True. A readiness gate
+//     that is not True keeps the pod out of Ready but does not stop its process, so a load
+//     balancer can check a new pod before its controller sets the gate; a pod whose readiness
+//     probe would fail (ContainersReady False) does not answer;
+//   - its phase is not Succeeded or Failed;
+//   - it does not carry the annotation podresponder.lbfed.io/stopped: "true"
+//     (StoppedAnnotation): a process that crashed unnoticed — connections are refused while the
+//     pod stays Running and Ready in the API, until the annotation is removed;
+//   - once it is deleted (deletionTimestamp set): it has a preStop hook (PreStop > 0), and Exit
+//     has not ended its process. Without a hook the process gets SIGTERM at once and, not
+//     handling it, stops at once. With one, it keeps answering while the hook runs; localup's
+//     kubelet model calls Exit when the hook is over (PreStop: the longest hook across
+//     containers, at most the grace period), then reports the containers stopped and removes
+//     the pod.
+//
+// Listeners close at once when a pod stops answering, and with them the connections they
+// accepted: a process that exits does not finish its requests.
+//
+// Not modelled: containers are one process per pod (each container's ports close together,
+// when the pod's longest hook is over, not each when its own is); SIGTERM handling (graceful
+// shutdown after the hook); httpGet and arbitrary exec hooks (instant); readiness, liveness and
+// startup probes; restarts; UDP and SCTP ports (not served).
 package podresponder
 
 import (
