@@ -42,9 +42,10 @@ type ClusterOptions struct {
 	// Scheduler starts kube-scheduler. Implied by FakeNodes > 0 (kwok does not schedule).
 	Scheduler bool
 	// FakeNodes starts kwok and registers this many fake nodes (0..14) whose pods become
-	// Running and Ready, with pod IPs in this cluster's 127.0.0.0/8 block (PodNetwork).
+	// Running and Ready, with pod IPs in this cluster's 127.0.0.0/8 block (PodNetwork); a
+	// status loop plays the kubelet's part in readiness gates and termination (package doc).
 	FakeNodes int
-	// PodResponder serves HTTP on every Ready pod's IP and container ports (see package
+	// PodResponder serves HTTP on every running pod's IP and container ports (see package
 	// podresponder). Needs FakeNodes > 0.
 	PodResponder bool
 	// CRDs are installed, and Established, before StartCluster returns (e.g. lbfed's, from

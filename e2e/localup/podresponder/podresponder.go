@@ -97,7 +97,8 @@ type Endpoint struct {
 	Addr           netip.AddrPort
 }
 
-// Responder watches pods and keeps one HTTP listener per Ready pod IP and TCP container port.
+// Responder watches pods and keeps one HTTP listener per running pod's IP and TCP container port
+// (see the package doc for when a pod runs).
 type Responder struct {
 	opts   Options
 	log    logr.Logger
