@@ -150,7 +150,11 @@ func Start(ctx context.Context, opts Options) (*Responder, error) {
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: func(obj any) {
-			if pod, ok := obj.(*corev1.Pod); ok {
+			pod, ok := obj.(*corev1.Pod)
+			if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+				pod, ok = tomb.Obj.(*corev1.Pod)
+			}
+			if ok {
 				r.forget(pod)
 			}
 			enqueue(obj)
