@@ -42,9 +42,10 @@ type ClusterOptions struct {
 	// Scheduler starts kube-scheduler. Implied by FakeNodes > 0 (kwok does not schedule).
 	Scheduler bool
 	// FakeNodes starts kwok and registers this many fake nodes (0..14) whose pods become
-	// Running and Ready, with pod IPs in this cluster's 127.0.0.0/8 block (PodNetwork).
+	// Running and Ready, with pod IPs in this cluster's 127.0.0.0/8 block (PodNetwork); a
+	// status loop plays the kubelet's part in readiness gates and termination (package doc).
 	FakeNodes int
-	// PodResponder serves HTTP on every Ready pod's IP and container ports (see package
+	// PodResponder serves HTTP on every running pod's IP and container ports (see package
 	// podresponder). Needs FakeNodes > 0.
 	PodResponder bool
 	// CRDs are installed, and Established, before StartCluster returns (e.g. lbfed's, from
@@ -231,6 +232,11 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 	}
 	if opts.PodResponder {
 		if err := c.startPodResponder(ctx); err != nil {
+			return c, err
+		}
+	}
+	if opts.FakeNodes > 0 {
+		if err := c.startKubelet(ctx); err != nil {
 			return c, err
 		}
 	}
@@ -472,6 +478,10 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 	if c.network, err = allocatePodNetwork(); err != nil {
 		return err
 	}
+	config, err := writeKwokConfig(c.dir, c.name)
+	if err != nil {
+		return err
+	}
 	kwok, err := c.sup.start(ProcessSpec{
 		Name:  c.name + "-kwok",
 		Path:  c.bins.Path(binaries.Kwok),
@@ -479,6 +489,8 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 		NetNS: c.netns(),
 		Args: []string{
 			"--kubeconfig=" + c.kubeconfig,
+			// Pod stages that leave readiness gates and deletion to the kubelet model.
+			"--config=" + config,
 			"--manage-all-nodes=false",
 			"--manage-nodes-with-annotation-selector=" + fakeNodeAnnotation + "=fake",
 			"--cidr=" + c.network.fallbackCIDR(),
@@ -557,6 +569,21 @@ func nodeReady(n *corev1.Node) bool {
 		}
 	}
 	return false
+}
+
+// startKubelet starts the kubelet model (kubelet.go) for the fake nodes' pods; it ends pod
+// processes through the pod responder when there is one.
+func (c *Cluster) startKubelet(ctx context.Context) error {
+	var exit func(*corev1.Pod)
+	if c.responder != nil {
+		exit = c.responder.Exit
+	}
+	k, err := startKubelet(context.WithoutCancel(ctx), c.RESTConfig(), c.log.WithName("kubelet"), exit)
+	if err != nil {
+		return err
+	}
+	c.sup.onStop(k.stop)
+	return nil
 }
 
 func (c *Cluster) startPodResponder(ctx context.Context) error {

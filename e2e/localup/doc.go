@@ -36,6 +36,36 @@
 // the cluster's 127.0.0.0/8 block; PodResponder makes those pods answer HTTP on their IPs and
 // container ports (package podresponder).
 //
+// # Fake nodes behave like a kubelet where rollouts care
+//
+// kwok makes a pod Running once, with kwok-pod-stages.yaml instead of its default pod stages;
+// from then on a status loop in this package (kubelet.go) is the only writer of what a kubelet
+// would write, so tests can show what a rolling update drops:
+//
+//   - Readiness gates: Initialized, ContainersReady (and PodScheduled, from the scheduler) are
+//     True at once. A pod without spec.readinessGates is Ready at once too; a pod with gates is
+//     Ready only while ContainersReady is True and every gate's condition in status.conditions
+//     is True — False until its controller sets them, and back to False when one is set False
+//     (reason ReadinessGatesNotReady, as the kubelet writes it). Nothing fakes a gate condition.
+//   - Termination: a deleted pod (grace period > 0) stays in the API, its conditions left as
+//     they are, and its process keeps answering while its preStop hook runs: the longest across
+//     containers of a sleep action or an exec of `sleep N` (directly or via sh/bash -c), at
+//     most the pod's deletionGracePeriodSeconds (podresponder.PreStop). Then SIGTERM ends the
+//     process at once (it does not handle it: the listeners close), the containers are
+//     reported terminated (exit code 143, phase Failed, Ready and ContainersReady False) and
+//     the pod is removed (grace 0; finalizers still hold it). Without a hook this happens
+//     straight away. A forced delete (grace 0) removes the pod at once; so does the apiserver
+//     for a pod never scheduled.
+//   - A crashed process: annotation podresponder.lbfed.io/stopped: "true" closes the pod's
+//     sockets while it stays Running and Ready; removing it starts them again.
+//
+// Not modelled: readiness, liveness and startup probes (containers are ready at once and
+// stay so); container restarts; containers as separate processes (all of a pod's ports close
+// when its longest hook ends); graceful shutdown after SIGTERM; httpGet and other exec hooks
+// (instant); the kubelet's delay in noticing a dead container (the stopped annotation never
+// turns the pod not Ready). Pods of a NotReady node are left alone, as by a kubelet cut off;
+// Job pods complete as kwok's default stage has them (Succeeded, conditions left True).
+//
 // A process under test — a controller, a webhook server — can be started into the run with
 // Cluster.StartProcess: it logs next to the others and is stopped first. Webhooks are
 // registered by URL (https://127.0.0.1:<port>/…) with PKI().ServingCert/ServingKey (or

@@ -25,7 +25,9 @@ const helperEnv = "LOCALUP_HELPER"
 func TestMain(m *testing.M) {
 	switch role := os.Getenv(helperEnv); {
 	case role == "":
-		os.Exit(m.Run())
+		code := m.Run()
+		stopFakeNodeCluster(code != 0)
+		os.Exit(code)
 	case strings.HasPrefix(role, "record:"):
 		// record:<file>:<name> — on SIGTERM append <name> to <file> and exit.
 		parts := strings.SplitN(role, ":", 3)

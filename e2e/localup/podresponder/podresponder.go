@@ -1,17 +1,44 @@
-// Package podresponder gives kwok's fake pods real sockets. kwok marks pods Running and Ready
-// without running anything; localup gives them IPs inside 127.0.0.0/8, which are all local on
-// Linux, and a Responder listens on every Ready pod's IP and TCP container ports, answering any
-// HTTP request with who answered:
+// Package podresponder gives kwok's fake pods real sockets. kwok marks pods Running without
+// running anything; localup gives them IPs inside 127.0.0.0/8, which are all local on Linux, and
+// a Responder plays each pod's process: it listens on the pod's IP and TCP container ports while
+// that process would run, answering any HTTP request with who answered:
 //
 //	{"cluster":"m1","namespace":"default","pod":"web-7d4b9-x2x8q","ip":"127.83.32.4","port":8080,"path":"/"}
 //
 // so traffic sent through a load balancer in a test reaches a socket that says which cluster and
-// pod it landed on. A pod that stops being Ready, or is deleted, stops answering (its listeners
-// close), as a real backend would.
+// pod it landed on.
 //
 //	r, err := podresponder.Start(ctx, podresponder.Options{Config: cfg, Cluster: "m1"})
 //	…
 //	defer r.Stop()
+//
+// # When a pod answers
+//
+// A pod's process runs — its sockets accept connections — while all of these hold:
+//
+//   - its containers are ready: condition ContainersReady True, or, on a pod whose status
+//     carries no ContainersReady (written by hand in a test), Ready True. A readiness gate
+//     that is not True keeps the pod out of Ready but does not stop its process, so a load
+//     balancer can check a new pod before its controller sets the gate; a pod whose readiness
+//     probe would fail (ContainersReady False) does not answer;
+//   - its phase is not Succeeded or Failed;
+//   - it does not carry the annotation podresponder.lbfed.io/stopped: "true"
+//     (StoppedAnnotation): a process that crashed unnoticed — connections are refused while the
+//     pod stays Running and Ready in the API, until the annotation is removed;
+//   - once it is deleted (deletionTimestamp set): it has a preStop hook (PreStop > 0), and Exit
+//     has not ended its process. Without a hook the process gets SIGTERM at once and, not
+//     handling it, stops at once. With one, it keeps answering while the hook runs; localup's
+//     kubelet model calls Exit when the hook is over (PreStop: the longest hook across
+//     containers, at most the grace period), then reports the containers stopped and removes
+//     the pod.
+//
+// Listeners close at once when a pod stops answering, and with them the connections they
+// accepted: a process that exits does not finish its requests.
+//
+// Not modelled: containers are one process per pod (each container's ports close together,
+// when the pod's longest hook is over, not each when its own is); SIGTERM handling (graceful
+// shutdown after the hook); httpGet and arbitrary exec hooks (instant); readiness, liveness and
+// startup probes; restarts; UDP and SCTP ports (not served).
 package podresponder
 
 import (
@@ -28,12 +55,18 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
+
+// StoppedAnnotation set to "true" on a pod stops its process: its listeners close (connections
+// refused) while the pod stays Running and Ready in the API — a crashed process the kubelet has
+// not noticed yet. Removing it starts the process again.
+const StoppedAnnotation = "podresponder.lbfed.io/stopped"
 
 // Options configures a Responder.
 type Options struct {
@@ -64,7 +97,8 @@ type Endpoint struct {
 	Addr           netip.AddrPort
 }
 
-// Responder watches pods and keeps one HTTP listener per Ready pod IP and TCP container port.
+// Responder watches pods and keeps one HTTP listener per running pod's IP and TCP container port
+// (see the package doc for when a pod runs).
 type Responder struct {
 	opts   Options
 	log    logr.Logger
@@ -76,6 +110,7 @@ type Responder struct {
 	mu      sync.Mutex
 	serving map[string]map[netip.AddrPort]*http.Server // pod key -> listeners
 	errs    map[string]error                           // pod key -> last bind error
+	exited  map[string]types.UID                       // pod key -> the terminating pod whose process Exit ended
 }
 
 // Start watches pods and returns once the initial list is served.
@@ -102,6 +137,7 @@ func Start(ctx context.Context, opts Options) (*Responder, error) {
 		done:    make(chan struct{}),
 		serving: map[string]map[netip.AddrPort]*http.Server{},
 		errs:    map[string]error{},
+		exited:  map[string]types.UID{},
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(opts.Namespace))
 	inf := factory.Core().V1().Pods().Informer()
@@ -113,7 +149,16 @@ func Start(ctx context.Context, opts Options) (*Responder, error) {
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			pod, ok := obj.(*corev1.Pod)
+			if tomb, isTomb := obj.(cache.DeletedFinalStateUnknown); isTomb {
+				pod, ok = tomb.Obj.(*corev1.Pod)
+			}
+			if ok {
+				r.forget(pod)
+			}
+			enqueue(obj)
+		},
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("pod responder: %w", err)
@@ -168,6 +213,33 @@ func (r *Responder) Endpoints() []Endpoint {
 	return out
 }
 
+// Exit ends the process of a terminating pod as the kubelet's SIGTERM does once the preStop
+// hook is over (the process does not handle it): the pod's listeners close before Exit returns
+// and stay closed for this pod (its UID) whatever its status says. localup's kubelet model calls
+// it before it reports the containers stopped. Exit on a pod that is not terminating does
+// nothing: only a deleted pod's containers are stopped by the kubelet.
+func (r *Responder) Exit(pod *corev1.Pod) {
+	if pod.DeletionTimestamp == nil {
+		return
+	}
+	key := podKey(pod)
+	r.mu.Lock()
+	r.exited[key] = pod.UID
+	r.mu.Unlock()
+	_ = r.sync(key)
+}
+
+// forget drops what Exit recorded about a pod now deleted.
+func (r *Responder) forget(pod *corev1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if uid, ok := r.exited[podKey(pod)]; ok && uid == pod.UID {
+		delete(r.exited, podKey(pod))
+	}
+}
+
+func podKey(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
 // Errors returns the last listen error per pod (e.g. a port below 1024 without privileges).
 func (r *Responder) Errors() map[string]error {
 	r.mu.Lock()
@@ -193,8 +265,11 @@ func (r *Responder) processNext() bool {
 	return true
 }
 
-// sync makes the listeners of one pod match what it should serve.
+// sync makes the listeners of one pod match what it should serve. The lock is held from the
+// decision on, so that a sync racing Exit cannot reopen what Exit closed.
 func (r *Responder) sync(key string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	want := map[netip.AddrPort]bool{}
 	var pod *corev1.Pod
 	if obj, exists, err := r.lister.GetByKey(key); err == nil && exists {
@@ -203,9 +278,10 @@ func (r *Responder) sync(key string) error {
 			want[ap] = true
 		}
 	}
+	if uid, ok := r.exited[key]; ok && pod != nil && pod.UID != uid {
+		delete(r.exited, key) // a new pod of the same name runs anew
+	}
 
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	servers := r.serving[key]
 	for addr, s := range servers {
 		if !want[addr] {
@@ -243,10 +319,10 @@ func (r *Responder) sync(key string) error {
 	return nil
 }
 
-// addresses returns the pod IP × TCP container ports to serve: none unless the pod is Ready,
-// not terminating, and its IP is inside the network.
+// addresses returns the pod IP × TCP container ports to serve: none unless the pod's process
+// runs (see running) and its IP is inside the network.
 func (r *Responder) addresses(pod *corev1.Pod) []netip.AddrPort {
-	if pod.DeletionTimestamp != nil || !podReady(pod) {
+	if !r.running(pod) {
 		return nil
 	}
 	ip, err := netip.ParseAddr(pod.Status.PodIP)
@@ -264,13 +340,38 @@ func (r *Responder) addresses(pod *corev1.Pod) []netip.AddrPort {
 	return out
 }
 
-func podReady(pod *corev1.Pod) bool {
+// running reports whether the pod's process is up and answering, as the pod's status and the
+// model of the package doc say. Called with r.mu held.
+func (r *Responder) running(pod *corev1.Pod) bool {
+	if pod.Annotations[StoppedAnnotation] == "true" {
+		return false
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if uid, ok := r.exited[podKey(pod)]; ok && uid == pod.UID {
+		return false // our copy may not show the deletion yet
+	}
+	// SIGTERM comes right away without a preStop hook, and the process does not handle it.
+	if pod.DeletionTimestamp != nil && PreStop(pod) == 0 {
+		return false
+	}
+	// A readiness gate not yet True keeps the pod out of Ready, not its process from running;
+	// pods whose status is written by hand may carry Ready alone.
+	if status, ok := podCondition(pod, corev1.ContainersReady); ok {
+		return status == corev1.ConditionTrue
+	}
+	status, _ := podCondition(pod, corev1.PodReady)
+	return status == corev1.ConditionTrue
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) (corev1.ConditionStatus, bool) {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
+		if c.Type == t {
+			return c.Status, true
 		}
 	}
-	return false
+	return "", false
 }
 
 func (r *Responder) serve(pod *corev1.Pod, addr netip.AddrPort) (*http.Server, error) {
