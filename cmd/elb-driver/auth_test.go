@@ -87,7 +87,7 @@ func TestDriverAcceptsOnlyTheControllersCertificate(t *testing.T) {
 		g.Expect(errors.As(err, &ce)).To(BeTrue(), "%v", err)
 		g.Expect(ce.StatusCode).To(Equal(code), "%v", err)
 	}
-	g.Expect(sim.A.Applies() + sim.B.Applies()).To(BeZero(), "refused calls change nothing on the device")
+	g.Expect(sim.A.Applies()+sim.B.Applies()).To(BeZero(), "refused calls change nothing on the device")
 
 	g.Eventually(func() (string, error) {
 		rsp, err := call("controller")
