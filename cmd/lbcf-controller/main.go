@@ -74,8 +74,8 @@ func main() {
 	fs.StringVar(&f.selfSignedHosts, "self-signed-cert-hosts", "", "Comma-separated hosts/IPs: when the certificate folder is empty, write a self-signed CA and certificate for them (local use) and print the caBundle.")
 	fs.StringVar(&f.webhookConfigURL, "webhook-config-url", "", "When set (e.g. https://127.0.0.1:9443), create or update the webhook configurations pointing at this URL with the serving CA (local use; charts render them otherwise).")
 	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "lbcf-controller", "Name of the webhook configurations written by --webhook-config-url.")
-	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty).")
-	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers.")
+	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes.")
+	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes.")
 	fs.StringVar(&f.driverClientKey, "driver-client-key", "", "Key of the client certificate presented to drivers.")
 	klog.InitFlags(fs)
 	flag.Parse()
@@ -138,11 +138,12 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 
-	tlsCfg, err := driver.TLSConfigFromFiles(f.driverCA, f.driverClientCert, f.driverClientKey)
+	// Re-read when the files change: rotating the driver CA or the client certificate needs no restart.
+	driverTransport, err := driver.NewFilesTransport(driver.TLSFiles{CAFile: f.driverCA, CertFile: f.driverClientCert, KeyFile: f.driverClientKey})
 	if err != nil {
 		return err
 	}
-	invoker := driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
+	invoker := driver.NewClient(driver.ClientOptions{Transport: driverTransport, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
 	opts := f.engine
 	opts.Invoker, opts.Recorder, opts.Metrics = invoker, mgr.GetEventRecorder("lbcf-controller"), controller.NewMetrics(ctrlmetrics.Registry)
 	if f.mode == "member" {
