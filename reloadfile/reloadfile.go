@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -163,17 +164,22 @@ func KeyPair(certFile, keyFile string) (*Parsed[*tls.Certificate], error) {
 	return p, nil
 }
 
-// CertPool is a CA bundle (PEM), reloaded when it changes.
-func CertPool(caFile string) (*Parsed[*x509.CertPool], error) {
+// CertPool is the union of CA bundles (PEM files), reloaded when any changes.
+func CertPool(caFiles ...string) (*Parsed[*x509.CertPool], error) {
+	if len(caFiles) == 0 {
+		return nil, errors.New("no CA bundle")
+	}
 	p, err := NewParsed(func(c ...[]byte) (*x509.CertPool, error) {
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(c[0]) {
-			return nil, fmt.Errorf("CA bundle %s: no PEM certificate found", caFile)
+		for i, data := range c {
+			if !pool.AppendCertsFromPEM(data) {
+				return nil, fmt.Errorf("CA bundle %s: no PEM certificate found", caFiles[i])
+			}
 		}
 		return pool, nil
-	}, caFile)
+	}, caFiles...)
 	if err != nil {
-		return nil, fmt.Errorf("load CA bundle %s: %w", caFile, err)
+		return nil, fmt.Errorf("load CA bundle %s: %w", strings.Join(caFiles, ","), err)
 	}
 	return p, nil
 }

@@ -38,10 +38,10 @@ type ServerOptions struct {
 	// needs InsecureNoClientAuth. Both are re-read when they change (new connections get the new
 	// certificate).
 	CertFile, KeyFile string
-	// ClientCAFile is the CA bundle (PEM) a caller's client certificate must chain to (with the
-	// clientAuth usage). Re-read when it changes: the next request is checked against the new
-	// bundle.
-	ClientCAFile string
+	// ClientCAFiles are the CA bundles (PEM) a caller's client certificate must chain to (with
+	// the clientAuth usage): e.g. the standalone controller's CA and the federation's. Re-read
+	// when they change: the next request is checked against the new bundles.
+	ClientCAFiles []string
 	// AllowedClientNames, when not empty, are the only subject common names accepted.
 	AllowedClientNames []string
 	// InsecureNoClientAuth serves without authenticating callers: plain HTTP or TLS without client
@@ -64,21 +64,25 @@ func (f *ServerFlags) Register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&f.Addr, "listen", defaultAddr, "address of the webhook server")
 	fs.StringVar(&f.CertFile, "tls-cert-file", "", "serving certificate (PEM), re-read when it changes; empty serves plain HTTP, which needs --insecure-no-client-auth")
 	fs.StringVar(&f.KeyFile, "tls-key-file", "", "serving key (PEM), re-read when it changes")
-	fs.StringVar(&f.ClientCAFile, "client-ca-file", "", "CA bundle (PEM) that callers' client certificates must chain to (mutual TLS); re-read when it changes. Calls without a certificate get 401, with another CA's or a refused subject 403")
+	fs.StringVar(&f.ClientCAFile, "client-ca-file", "", "comma-separated CA bundles (PEM) that callers' client certificates must chain to (mutual TLS); re-read when they change. Calls without a certificate get 401, with another CA's or a refused subject 403")
 	fs.StringVar(&f.AllowedClientNames, "client-allowed-names", "", "comma-separated subject common names accepted from --client-ca-file (empty: any certificate of that CA)")
 	fs.BoolVar(&f.InsecureNoClientAuth, "insecure-no-client-auth", false, "serve without authenticating callers (plain HTTP without --tls-cert-file, or TLS without --client-ca-file): anyone who reaches the port can program the front end")
 }
 
 // Options returns the flags as ServerOptions.
 func (f *ServerFlags) Options(reg prometheus.Registerer, log logr.Logger) ServerOptions {
-	var names []string
-	for _, n := range strings.Split(f.AllowedClientNames, ",") {
+	return ServerOptions{Addr: f.Addr, CertFile: f.CertFile, KeyFile: f.KeyFile, ClientCAFiles: splitList(f.ClientCAFile),
+		AllowedClientNames: splitList(f.AllowedClientNames), InsecureNoClientAuth: f.InsecureNoClientAuth, Registerer: reg, Log: log}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
 		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
+			out = append(out, n)
 		}
 	}
-	return ServerOptions{Addr: f.Addr, CertFile: f.CertFile, KeyFile: f.KeyFile, ClientCAFile: f.ClientCAFile,
-		AllowedClientNames: names, InsecureNoClientAuth: f.InsecureNoClientAuth, Registerer: reg, Log: log}
+	return out
 }
 
 // Server serves a driver's webhooks (a handler of NewHandler, or one wrapping it) with the
@@ -115,11 +119,11 @@ func NewServer(h http.Handler, opts ServerOptions) (*Server, error) {
 		}
 	}
 	switch {
-	case opts.ClientCAFile != "":
+	case len(opts.ClientCAFiles) > 0:
 		if s.tls == nil {
 			return nil, errors.New("driver server: --client-ca-file needs TLS (--tls-cert-file, --tls-key-file)")
 		}
-		auth, err := NewClientAuth(opts.ClientCAFile, opts.AllowedClientNames, opts.Registerer, opts.Log)
+		auth, err := NewClientAuth(opts.ClientCAFiles, opts.AllowedClientNames, opts.Registerer, opts.Log)
 		if err != nil {
 			return nil, fmt.Errorf("driver server: %w", err)
 		}
@@ -184,21 +188,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdown time.Durat
 // ClientAuth authenticates driver callers by their TLS client certificate.
 type ClientAuth struct {
 	ca       *reloadfile.Parsed[*x509.CertPool]
-	caFile   string
+	caFiles  []string
 	allowed  map[string]bool
 	refusals *prometheus.CounterVec
 	log      logr.Logger
 }
 
-// NewClientAuth accepts client certificates chaining to caFile (re-read when it changes), with a
-// subject common name in allowed when allowed is not empty. Refusals are counted in
-// lbfed_driver_auth_refusals_total{reason}, registered with reg when not nil.
-func NewClientAuth(caFile string, allowed []string, reg prometheus.Registerer, log logr.Logger) (*ClientAuth, error) {
-	ca, err := reloadfile.CertPool(caFile)
+// NewClientAuth accepts client certificates chaining to one of caFiles (re-read when they
+// change), with a subject common name in allowed when allowed is not empty. Refusals are counted
+// in lbfed_driver_auth_refusals_total{reason}, registered with reg when not nil.
+func NewClientAuth(caFiles []string, allowed []string, reg prometheus.Registerer, log logr.Logger) (*ClientAuth, error) {
+	ca, err := reloadfile.CertPool(caFiles...)
 	if err != nil {
 		return nil, fmt.Errorf("client CA: %w", err)
 	}
-	a := &ClientAuth{ca: ca, caFile: caFile, log: log,
+	a := &ClientAuth{ca: ca, caFiles: caFiles, log: log,
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lbfed_driver_auth_refusals_total",
 			Help: "Driver webhook calls refused for their client certificate, by reason: no_certificate (401), untrusted_certificate or subject_not_allowed (403)."}, []string{"reason"})}
 	for _, r := range []string{RefusalNoCertificate, RefusalUntrusted, RefusalSubjectNotAllowed} {
@@ -246,7 +250,7 @@ func (a *ClientAuth) check(r *http.Request) (code int, reason, msg string) {
 	if err != nil && pool == nil {
 		return http.StatusForbidden, RefusalUntrusted, "client CA not loaded"
 	} else if err != nil {
-		a.log.Error(err, "Client CA file changed but cannot be loaded; checking against the previous one", "file", a.caFile)
+		a.log.Error(err, "Client CA files changed but cannot be loaded; checking against the previous ones", "files", a.caFiles)
 	}
 	leaf := r.TLS.PeerCertificates[0]
 	opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}

@@ -120,7 +120,7 @@ func startAuthFixture(t *testing.T, allowed ...string) *authFixture {
 	writeFile(t, f.path("client-ca.crt"), f.clientCA.pem)
 	writeFile(t, f.path("serving-ca.crt"), f.serverCA.pem)
 	srv, err := NewServer(NewHandler(f.driver, HandlerOptions{}), ServerOptions{
-		CertFile: f.path("tls.crt"), KeyFile: f.path("tls.key"), ClientCAFile: f.path("client-ca.crt"),
+		CertFile: f.path("tls.crt"), KeyFile: f.path("tls.key"), ClientCAFiles: []string{f.path("client-ca.crt")},
 		AllowedClientNames: allowed, Registerer: prometheus.NewRegistry(), Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
@@ -246,9 +246,9 @@ func TestServerRefusesToServeUnauthenticatedUnlessTold(t *testing.T) {
 	}{
 		{"plain HTTP", ServerOptions{}, "refusing to serve plain HTTP"},
 		{"TLS without a client CA", tlsFiles, "refusing to serve without client authentication"},
-		{"a client CA without TLS", ServerOptions{ClientCAFile: filepath.Join(dir, "ca.crt")}, "needs TLS"},
+		{"a client CA without TLS", ServerOptions{ClientCAFiles: []string{filepath.Join(dir, "ca.crt")}}, "needs TLS"},
 		{"a certificate without its key", ServerOptions{CertFile: tlsFiles.CertFile}, "both"},
-		{"a missing client CA", ServerOptions{CertFile: tlsFiles.CertFile, KeyFile: tlsFiles.KeyFile, ClientCAFile: filepath.Join(dir, "nope")}, "client CA"},
+		{"a missing client CA", ServerOptions{CertFile: tlsFiles.CertFile, KeyFile: tlsFiles.KeyFile, ClientCAFiles: []string{filepath.Join(dir, "nope")}}, "client CA"},
 		{"plain HTTP, insecure on purpose", ServerOptions{InsecureNoClientAuth: true}, ""},
 		{"TLS without client CA, insecure on purpose", ServerOptions{CertFile: tlsFiles.CertFile, KeyFile: tlsFiles.KeyFile, InsecureNoClientAuth: true}, ""},
 	}
