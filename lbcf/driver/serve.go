@@ -164,7 +164,8 @@ func (s *Server) SetHandler(h http.Handler) {
 	s.handler = h
 }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully (at most shutdown long).
+// Serve serves on ln until ctx is done, then shuts down gracefully: calls in flight get at most
+// shutdown to finish, then their connections are closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdown time.Duration) error {
 	srv := &http.Server{Handler: s.handler, TLSConfig: s.tls, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
@@ -182,7 +183,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, shutdown time.Durat
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdown)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+	return nil
 }
 
 // ClientAuth authenticates driver callers by their TLS client certificate.

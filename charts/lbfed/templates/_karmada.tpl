@@ -591,6 +591,7 @@ spec:
       targetPort: metrics
       protocol: TCP
 {{- end }}
+{{- include "lbfed.karmada.memberNetworkPolicy" . }}
 {{- if $m.podDisruptionBudget.enabled }}
 ---
 apiVersion: policy/v1
@@ -720,6 +721,7 @@ spec:
       namespace: {{ $ns }}
       name: {{ $m.name }}-metrics
     {{- end }}
+    {{- include "lbfed.karmada.memberNetworkPolicySelector" . | nindent 4 }}
     {{- if $m.podDisruptionBudget.enabled }}
     - apiVersion: policy/v1
       kind: PodDisruptionBudget
