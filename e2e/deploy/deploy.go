@@ -14,8 +14,11 @@ package deploy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -81,9 +84,12 @@ type Deployment struct {
 	// DriverURL is elb-driver's webhook URL (a LoadBalancerDriver's spec.url).
 	DriverURL string
 	// AlteonURLs are the REST URLs of the simulated units; AlteonControl is the simulator's
-	// control API (failover, faults).
-	AlteonURLs    []string
-	AlteonControl string
+	// control API (failover, faults). AlteonPassword is the units' administrator password, given
+	// to elb-driver as a file (as the chart mounts its Secret); random, so that a scan of logs and
+	// events can look for it.
+	AlteonURLs     []string
+	AlteonControl  string
+	AlteonPassword string
 	// FederationMetrics is lbfed-controller's federation /metrics URL.
 	FederationMetrics string
 	// DriverMetrics is elb-driver's /metrics URL.
@@ -221,8 +227,14 @@ func (d *Deployment) startFrontEnd(t *localup.Topology, opts Options) error {
 	}
 	unitA, unitB, control, driverAddr, driverMetrics := a[0], a[1], a[2], a[3], a[4]
 	d.AlteonURLs, d.AlteonControl = []string{"http://" + unitA, "http://" + unitB}, "http://"+control
+	d.AlteonPassword = "alteon-" + rand.Text()
+	passwordFile := filepath.Join(t.Dir(), "lbfed", "alteon-password")
+	if err := os.WriteFile(passwordFile, []byte(d.AlteonPassword+"\n"), 0o600); err != nil {
+		return err
+	}
 	if err := d.start(t, localup.ProcessSpec{Name: "alteon-sim", Path: filepath.Join(opts.Bin, "alteon-sim"), Args: []string{
 		"--listen-a=" + unitA, "--listen-b=" + unitB, "--control=" + control, "--apply-duration=50ms", "--save-duration=10ms", "--sync-duration=20ms",
+		"--password-file=" + passwordFile,
 	}}); err != nil {
 		return err
 	}
@@ -233,12 +245,36 @@ func (d *Deployment) startFrontEnd(t *localup.Topology, opts Options) error {
 		return err
 	}
 	if err := d.start(t, localup.ProcessSpec{Name: "elb-driver", Path: filepath.Join(opts.Bin, "elb-driver"),
-		Env: []string{"ALTEON_PASSWORD=admin"},
-		Args: append([]string{"--backend=radware", "--alteon-urls=" + d.AlteonURLs[0] + "," + d.AlteonURLs[1], "--listen=" + driverAddr,
+		Args: append([]string{"--backend=radware", "--alteon-urls=" + d.AlteonURLs[0] + "," + d.AlteonURLs[1], "--alteon-password-file=" + passwordFile, "--listen=" + driverAddr,
 			"--metrics-listen=" + driverMetrics, "--radware-drain-period=" + opts.DrainPeriod.String()}, auth...)}); err != nil {
 		return err
 	}
 	return waitHTTP(context.Background(), "http://"+driverMetrics+"/healthz", nil)
+}
+
+// SecretMaterial returns what must never appear in logs or events: the Alteon password and the
+// body of every private key this deployment gave a process (lbfed-controller's serving and
+// driver client keys, the members' webhook keys, the drivers' serving keys).
+func (d *Deployment) SecretMaterial(t *localup.Topology) ([]string, error) {
+	out := []string{d.AlteonPassword}
+	err := filepath.WalkDir(filepath.Join(t.Dir(), "lbfed"), func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || filepath.Base(path) != "tls.key" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		block, _ := pem.Decode(data)
+		if block == nil {
+			return fmt.Errorf("%s: no PEM key", path)
+		}
+		// The key's base64 body, and its first line as a log line would wrap it.
+		body := base64.StdEncoding.EncodeToString(block.Bytes)
+		out = append(out, body, body[:64])
+		return nil
+	})
+	return out, err
 }
 
 // DriverServerArgs returns the flags that make a driver named name (elb-driver and any driver

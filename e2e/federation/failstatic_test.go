@@ -156,7 +156,7 @@ func (w *world) deviceIPs() (map[string]bool, error) {
 	if url == "" {
 		return nil, fmt.Errorf("no master unit: %v", roles)
 	}
-	c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", Attempts: 1})
+	c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: lbfed.AlteonPassword, Attempts: 1})
 	if err != nil {
 		return nil, err
 	}
