@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -199,7 +201,21 @@ type ClientAuth struct {
 	allowed  map[string]bool
 	refusals *prometheus.CounterVec
 	log      logr.Logger
+
+	// accepted remembers certificates already verified against a version of the client CAs, so
+	// that a connection's many calls cost one chain verification (BenchmarkServerCall).
+	mu       sync.Mutex
+	accepted map[[sha256.Size]byte]acceptance
 }
+
+// acceptance is a verified certificate: valid until notAfter while the CAs stay at caVersion.
+type acceptance struct {
+	caVersion uint64
+	notAfter  time.Time
+}
+
+// maxAccepted bounds the cache of verified certificates (a driver has a handful of callers).
+const maxAccepted = 1024
 
 // NewClientAuth accepts client certificates chaining to one of caFiles (re-read when they
 // change), with a subject common name in allowed when allowed is not empty. Refusals are counted
@@ -253,13 +269,20 @@ func (a *ClientAuth) check(r *http.Request) (code int, reason, msg string) {
 		return http.StatusUnauthorized, RefusalNoCertificate,
 			"client certificate required: this driver accepts only callers presenting a certificate of its client CA"
 	}
-	pool, _, err := a.ca.Get()
+	pool, caVersion, err := a.ca.Get()
 	if err != nil && pool == nil {
 		return http.StatusForbidden, RefusalUntrusted, "client CA not loaded"
 	} else if err != nil {
 		a.log.Error(err, "Client CA files changed but cannot be loaded; checking against the previous ones", "files", a.caFiles)
 	}
 	leaf := r.TLS.PeerCertificates[0]
+	sum := sha256.Sum256(leaf.Raw)
+	a.mu.Lock()
+	hit, ok := a.accepted[sum]
+	a.mu.Unlock()
+	if ok && hit.caVersion == caVersion && time.Now().Before(hit.notAfter) {
+		return 0, "", ""
+	}
 	opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	for _, c := range r.TLS.PeerCertificates[1:] {
 		opts.Intermediates.AddCert(c)
@@ -272,5 +295,11 @@ func (a *ClientAuth) check(r *http.Request) (code int, reason, msg string) {
 		return http.StatusForbidden, RefusalSubjectNotAllowed,
 			fmt.Sprintf("client certificate subject %q is not allowed to call this driver", leaf.Subject.CommonName)
 	}
+	a.mu.Lock()
+	if a.accepted == nil || len(a.accepted) >= maxAccepted {
+		a.accepted = map[[sha256.Size]byte]acceptance{}
+	}
+	a.accepted[sum] = acceptance{caVersion: caVersion, notAfter: leaf.NotAfter}
+	a.mu.Unlock()
 	return 0, "", ""
 }

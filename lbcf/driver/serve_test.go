@@ -308,3 +308,64 @@ func TestServerAndClientFollowRotatedCertificates(t *testing.T) {
 	g.Expect(f.deregister(c)).To(Succeed())
 	g.Expect(f.driver.count()).To(Equal(3))
 }
+
+// BenchmarkServerCall measures one driver call through the kit over loopback with keep-alive:
+// plain HTTP, TLS without client authentication, and mutual TLS (the client certificate checked
+// against the client CA on every call).
+//
+//	go test -run '^$' -bench BenchmarkServerCall -benchtime 3000x ./lbcf/driver/
+func BenchmarkServerCall(b *testing.B) {
+	t := &testing.T{}
+	for _, mode := range []string{"http", "tls", "mutual-tls"} {
+		b.Run(mode, func(b *testing.B) {
+			f := &authFixture{dir: b.TempDir(), serverCA: newTestCA(t, "serving-ca"), clientCA: newTestCA(t, "client-ca"), driver: &countingDriver{}}
+			opts := ServerOptions{Log: logr.Discard(), InsecureNoClientAuth: mode != "mutual-tls"}
+			files := TLSFiles{}
+			if mode != "http" {
+				crt, key := f.serverCA.issue(t, "driver", x509.ExtKeyUsageServerAuth)
+				writeFile(t, f.path("tls.crt"), crt)
+				writeFile(t, f.path("tls.key"), key)
+				writeFile(t, f.path("serving-ca.crt"), f.serverCA.pem)
+				opts.CertFile, opts.KeyFile = f.path("tls.crt"), f.path("tls.key")
+				files.CAFile = f.path("serving-ca.crt")
+			}
+			if mode == "mutual-tls" {
+				writeFile(t, f.path("client-ca.crt"), f.clientCA.pem)
+				f.writeClientCert(t, "controller", f.clientCA, "lbfed-controller", x509.ExtKeyUsageClientAuth)
+				opts.ClientCAFiles = []string{f.path("client-ca.crt")}
+				opts.AllowedClientNames = []string{"lbfed-controller"}
+				files.CertFile, files.KeyFile = f.path("controller.crt"), f.path("controller.key")
+			}
+			srv, err := NewServer(NewHandler(f.driver, HandlerOptions{}), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _ = srv.Serve(ctx, ln, 100*time.Millisecond) }()
+			scheme := "http://"
+			if mode != "http" {
+				scheme = "https://"
+			}
+			f.url = scheme + ln.Addr().String()
+			rt, err := NewFilesTransport(files)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := NewClient(ClientOptions{Transport: rt})
+			if err := f.deregister(c); err != nil { // connection set up outside the timing
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := f.deregister(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
