@@ -2,12 +2,15 @@ package charts
 
 import (
 	"context"
-	"net/http/httptest"
+	"crypto/x509"
+	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,10 +25,13 @@ import (
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/servingcert"
 )
 
-// radwareDriverServer serves the real Radware driver over a simulated HA pair.
-func radwareDriverServer(t *testing.T) *httptest.Server {
+// radwareDriverServer serves the real Radware driver over a simulated HA pair with the driver
+// server kit: HTTPS, accepting only client certificates of clientCAFile named allowed. It returns
+// the driver's URL, the CA file that verifies it, and a function stopping it.
+func radwareDriverServer(t *testing.T, clientCAFile, allowed string) (url, servingCAFile string, stop func()) {
 	t.Helper()
 	o := alteonsim.Options{ApplyDuration: time.Millisecond, SaveDuration: time.Millisecond, SyncDuration: time.Millisecond}
 	sim := alteonsim.NewPair(o, o)
@@ -54,9 +60,31 @@ func radwareDriverServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(driver.NewHandler(drv, driver.HandlerOptions{}))
-	t.Cleanup(srv.Close)
-	return srv
+	dir := t.TempDir()
+	ca, err := servingcert.NewCA("driver-ca", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.WriteIssued(dir, "radware-driver", []string{"127.0.0.1"}, x509.ExtKeyUsageServerAuth); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := driver.NewServer(driver.NewHandler(drv, driver.HandlerOptions{}), driver.ServerOptions{
+		CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"),
+		ClientCAFiles: []string{clientCAFile}, AllowedClientNames: []string{allowed}, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln, time.Second); close(done) }()
+	stop = func() { cancel(); <-done }
+	stop = sync.OnceFunc(stop)
+	t.Cleanup(stop)
+	return "https://" + ln.Addr().String(), filepath.Join(dir, "ca.crt"), stop
 }
 
 // TestAdmissionOnKarmadaAPIServerFromLBFedChart installs what the lbfed chart puts into
@@ -100,15 +128,22 @@ func TestAdmissionOnKarmadaAPIServerFromLBFedChart(t *testing.T) {
 
 	certDir := filepath.Join(t.TempDir(), "tls")
 	g.Expect(manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", lbfedNamespace, "lbfed-interpreter-tls"), certDir)).To(Succeed())
+	// The driver accepts only the chart's driver client certificate (mutual TLS).
+	clientDir := filepath.Join(t.TempDir(), "driver-client")
+	g.Expect(manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", lbfedNamespace, "lbfed-driver-client-tls"), clientDir)).To(Succeed())
+	driverURL, driverCA, stopDriver := radwareDriverServer(t, filepath.Join(clientDir, "ca.crt"), "lbfed-controller")
 	args, err := manifests.ContainerArgs(manifests.Find(split.Host, "Deployment", lbfedNamespace, "lbfed-controller"), "lbfed-controller")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(args).To(ContainElement("--admission-enabled=true"))
 	args = manifests.SetFlags(args, map[string]string{
-		"kubeconfig":               impersonatingKubeconfig(ctx, t, cl, c, split.Karmada, lbfedNamespace, "lbfed-controller"),
-		"admission-cert-dir":       certDir,
-		"admission-bind-address":   "127.0.0.1:" + strconv.Itoa(port),
-		"interpreter-cert-dir":     certDir,
-		"interpreter-bind-address": "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0]),
+		"kubeconfig":                   impersonatingKubeconfig(ctx, t, cl, c, split.Karmada, lbfedNamespace, "lbfed-controller"),
+		"admission-cert-dir":           certDir,
+		"admission-bind-address":       "127.0.0.1:" + strconv.Itoa(port),
+		"interpreter-cert-dir":         certDir,
+		"interpreter-bind-address":     "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0]),
+		"admission-driver-ca-file":     driverCA,
+		"admission-driver-client-cert": filepath.Join(clientDir, "tls.crt"),
+		"admission-driver-client-key":  filepath.Join(clientDir, "tls.key"),
 		// The federation needs Karmada's own APIs (Clusters, ResourceBindings), not served here.
 		"federation-enabled": "false",
 	})
@@ -118,11 +153,10 @@ func TestAdmissionOnKarmadaAPIServerFromLBFedChart(t *testing.T) {
 		t.Cleanup(func() { _ = c.Delete(context.Background(), o) }) // failurePolicy Fail: never leave them behind
 	}
 
-	drvSrv := radwareDriverServer(t)
 	ns := "adm-karmada"
 	ensureNamespace(ctx, t, c, ns)
 	d := &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "radware"},
-		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: drvSrv.URL}}
+		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: driverURL}}
 	// lbfed-controller may take a moment to serve: retry the first create until the mutating
 	// webhook filled in the driver's webhooks (proof that lbfed's admission handled it).
 	g.Eventually(func(g Gomega) {
@@ -193,7 +227,7 @@ func TestAdmissionOnKarmadaAPIServerFromLBFedChart(t *testing.T) {
 
 	t.Run("Karmada's writes pass while the driver is down", func(t *testing.T) {
 		g := NewWithT(t)
-		drvSrv.Close()
+		stopDriver()
 		// Evidence that admission is alive and calls the driver: a spec change is refused.
 		bg := &lbcfv1beta1.BackendGroup{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, bg)).To(Succeed())

@@ -294,10 +294,14 @@ func TestStandaloneControllerRunsWithChartRBAC(t *testing.T) {
 	}
 	certDir := filepath.Join(t.TempDir(), "tls")
 	g.Expect(manifests.WriteSecretFiles(manifests.Find(objs, "Secret", ns, "lbcf-webhook-tls"), certDir)).To(Succeed())
+	clientDir := filepath.Join(t.TempDir(), "driver-client")
+	g.Expect(manifests.WriteSecretFiles(manifests.Find(objs, "Secret", ns, "lbcf-driver-client-tls"), clientDir)).To(Succeed())
 	args, err := manifests.ContainerArgs(manifests.Find(objs, "Deployment", ns, "lbcf-controller"), "lbcf-controller")
 	g.Expect(err).NotTo(HaveOccurred())
 	ports := freePorts(t, 3)
 	args = manifests.SetFlags(args, map[string]string{
+		"driver-client-cert":        filepath.Join(clientDir, "tls.crt"),
+		"driver-client-key":         filepath.Join(clientDir, "tls.key"),
 		"kubeconfig":                impersonatingKubeconfig(ctx, t, cl, c, objs, ns, "lbcf-controller"),
 		"cert-dir":                  certDir,
 		"webhook-host":              "127.0.0.1",
@@ -502,13 +506,13 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 			Set: []string{"elbDriver.enabled=true", "elbDriver.radware.urls={https://alteon}", "elbDriver.radware.passwordSecret.name=p"}}
 		first, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls"} {
+		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls", release + "-driver-client-tls"} {
 			installed(g, manifests.Find(first, "Secret", ns, name), release)
 		}
 		o.Kubeconfig = cl.KubeconfigPath()
 		again, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls"} {
+		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls", release + "-driver-client-tls"} {
 			g.Expect(secretData(g, again, ns, name)).To(Equal(secretData(g, first, ns, name)), name)
 		}
 		caBundle := func(objs []*unstructured.Unstructured) string {
@@ -533,7 +537,7 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 		o := manifests.Options{Helm: helmBinary(t), Chart: lbfedChart, Release: release, Namespace: ns}
 		first, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, name := range []string{release + "-interpreter-tls", release + "-member-webhook-tls"} {
+		for _, name := range []string{release + "-interpreter-tls", release + "-member-webhook-tls", release + "-driver-client-tls"} {
 			installed(g, manifests.Find(first, "Secret", ns, name), release)
 		}
 		o.Kubeconfig = cl.KubeconfigPath()
@@ -544,6 +548,7 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 		after, err := manifests.SplitLBFed(again)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(secretData(g, after.Host, ns, release+"-interpreter-tls")).To(Equal(secretData(g, before.Host, ns, release+"-interpreter-tls")))
+		g.Expect(secretData(g, after.Host, ns, release+"-driver-client-tls")).To(Equal(secretData(g, before.Host, ns, release+"-driver-client-tls")), "drivers keep accepting the client certificate")
 		g.Expect(secretData(g, after.Karmada, "lbfed-system", "lbcf-controller-webhook-tls")).To(Equal(secretData(g, before.Karmada, "lbfed-system", "lbcf-controller-webhook-tls")))
 		riwc := func(s *manifests.Split) any {
 			return manifests.Find(s.Karmada, "ResourceInterpreterWebhookConfiguration", "", release+"-interpreter").Object["webhooks"]

@@ -8,7 +8,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/lbfed/lbfed/lbcf/admission"
 )
@@ -54,10 +57,17 @@ func TestLBCFRender(t *testing.T) {
 				g.Expect(hasDriverCA).To(BeFalse(), "without a driver of the chart, drivers are verified with the system roots")
 				g.Expect(find(r.objects, "PodDisruptionBudget", r.fullname+"-controller")).NotTo(BeNil())
 				g.Expect(find(r.objects, "Service", r.fullname+"-controller-metrics")).NotTo(BeNil())
+				// The controller presents the chart's client certificate to drivers (mutual TLS),
+				// issued with the webhook CA for client use under its own name.
+				g.Expect(args).To(ContainElements("--driver-client-cert=/etc/lbcf/driver-client/tls.crt", "--driver-client-key=/etc/lbcf/driver-client/tls.key"))
+				client := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-driver-client-tls"))
+				webhook := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-webhook-tls"))
+				g.Expect(verifyClient(webhook.Data["ca.crt"], client.Data["tls.crt"])).To(Equal(r.fullname + "-controller"))
+				g.Expect(ofKind(r.objects, "NetworkPolicy")).To(HaveLen(1), "on by default, for each workload")
 			},
 		},
 		"radware-values.yaml": {
-			external: []string{"lbcf-driver-client", "alteon-admin", "alteon-ca"},
+			external: []string{"lbcf-driver-client", "alteon-admin", "alteon-ca", "lbfed-driver-client-ca"},
 			check: func(g Gomega, r lbcfRendering) {
 				d := r.controller(t)
 				c := d.Spec.Template.Spec.Containers[0]
@@ -80,6 +90,29 @@ func TestLBCFRender(t *testing.T) {
 				g.Expect(verifyServing(tls.Data["ca.crt"], dtls.Data["tls.crt"], r.fullname+"-elb-driver."+r.namespace+".svc")).To(Succeed())
 				svc := mustTyped[corev1.Service](t, find(r.objects, "Service", r.fullname+"-elb-driver"))
 				g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(443))
+				// The driver authenticates its callers: the given controller certificate's CA and
+				// the federation's, under the given names.
+				g.Expect(drv.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--client-ca-file=/etc/elb-driver/controller-client/ca.crt,/etc/elb-driver/client-ca-0/ca.crt",
+					"--client-allowed-names=lbfed-controller"))
+				g.Expect(drv.Spec.Template.Spec.Containers[0].Args).NotTo(ContainElement("--insecure-no-client-auth"))
+				// Only the controller's pods and the configured callers reach the driver's port.
+				np := mustTyped[networkingv1.NetworkPolicy](t, find(r.objects, "NetworkPolicy", r.fullname+"-elb-driver"))
+				g.Expect(np.Spec.Ingress[0].Ports[0].Port.String()).To(Equal("webhook"))
+				from := np.Spec.Ingress[0].From
+				g.Expect(from).To(HaveLen(2))
+				ctrl := r.controller(t)
+				sel, err := metav1.LabelSelectorAsSelector(from[0].PodSelector)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(sel.Matches(labels.Set(ctrl.Spec.Template.Labels))).To(BeTrue(), "the controller's pods reach the driver")
+				g.Expect(sel.Matches(labels.Set(drv.Spec.Template.Labels))).To(BeFalse())
+				ec0 := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-controller"))
+				g.Expect(sel.Matches(labels.Set(ec0.Spec.Template.Labels))).To(BeFalse(), "the elb-controller does not")
+				g.Expect(from[1].IPBlock.CIDR).To(Equal("192.0.2.10/32"))
+				cnp := mustTyped[networkingv1.NetworkPolicy](t, find(r.objects, "NetworkPolicy", r.fullname+"-controller"))
+				g.Expect(cnp.Spec.Ingress[0].From).To(ConsistOf(HaveField("IPBlock.CIDR", "10.0.0.10/32")), "admission from the API server only")
+				g.Expect(cnp.Spec.Ingress[1].From[0].NamespaceSelector.MatchLabels).To(HaveKeyWithValue("kubernetes.io/metadata.name", "monitoring"))
+				g.Expect(find(r.objects, "Secret", r.fullname+"-driver-client-tls")).To(BeNil(), "the given client certificate is used")
 
 				ec := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-controller"))
 				g.Expect(ec.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
@@ -107,6 +140,10 @@ func TestLBCFRender(t *testing.T) {
 				g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(80))
 				_, hasDriverCA := argValue(d.Spec.Template.Spec.Containers[0].Args, "driver-ca-file")
 				g.Expect(hasDriverCA).To(BeFalse(), "a plain-HTTP driver needs no CA")
+				// Plain HTTP cannot authenticate callers: said explicitly, and the NetworkPolicy
+				// keeps the port to the controller.
+				g.Expect(spec.Containers[0].Args).To(ContainElement("--insecure-no-client-auth"))
+				g.Expect(find(r.objects, "NetworkPolicy", r.fullname+"-elb-driver")).NotTo(BeNil())
 			},
 		},
 		"certmanager-values.yaml": {
@@ -124,6 +161,12 @@ func TestLBCFRender(t *testing.T) {
 					g.Expect(nestedString(crt, "spec", "issuerRef", "name")).To(Equal(r.fullname + "-ca"))
 				}
 				g.Expect(find(r.objects, "Secret", r.fullname+"-webhook-tls")).To(BeNil(), "cert-manager writes the Secret")
+				client := find(r.objects, "Certificate", r.fullname+"-driver-client")
+				g.Expect(nestedStrings(client, "spec", "usages")).To(ContainElement("client auth"))
+				g.Expect(nestedString(client, "spec", "commonName")).To(Equal(r.fullname + "-controller"))
+				drv := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-driver"))
+				g.Expect(drv.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--client-ca-file=/etc/elb-driver/tls/ca.crt", "--client-allowed-names="+r.fullname+"-controller"))
 			},
 		},
 		"certmanager-issuer-values.yaml": {
@@ -135,6 +178,7 @@ func TestLBCFRender(t *testing.T) {
 				ref, _, _ := unstructured.NestedStringMap(crt.Object, "spec", "issuerRef")
 				g.Expect(ref).To(Equal(map[string]string{"kind": "ClusterIssuer", "name": "corp-ca", "group": "cert-manager.io"}))
 				g.Expect(r.controller(t).Spec.Template.Spec.Containers[0].Args).To(ContainElement("--driver-ca-file=/etc/lbcf/driver-ca/ca.crt"))
+				g.Expect(ofKind(r.objects, "NetworkPolicy")).To(BeEmpty(), "networkPolicy.enabled=false")
 			},
 		},
 	}

@@ -14,7 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lbfed/lbfed/charts/manifests"
@@ -128,6 +130,22 @@ func TestLBFedRender(t *testing.T) {
 				host := mustTyped[corev1.Secret](t, find(r.host, "Secret", "lbfed-member-webhook-tls"))
 				member := mustTyped[corev1.Secret](t, find(r.karmada, "Secret", "lbcf-controller-webhook-tls"))
 				g.Expect(host.Data).To(Equal(member.Data))
+				// Mutual TLS towards drivers: the federation and admission present the chart's client
+				// certificate, from a CA of its own (a driver given it accepts lbfed-controller only).
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--federation-driver-client-cert=/etc/lbfed/driver-client/tls.crt", "--federation-driver-client-key=/etc/lbfed/driver-client/tls.key",
+					"--admission-driver-client-cert=/etc/lbfed/driver-client/tls.crt", "--admission-driver-client-key=/etc/lbfed/driver-client/tls.key"))
+				client := mustTyped[corev1.Secret](t, find(r.host, "Secret", "lbfed-driver-client-tls"))
+				g.Expect(verifyClient(client.Data["ca.crt"], client.Data["tls.crt"])).To(Equal("lbfed-controller"))
+				interp := mustTyped[corev1.Secret](t, find(r.host, "Secret", "lbfed-interpreter-tls"))
+				g.Expect(client.Data["ca.crt"]).NotTo(Equal(interp.Data["ca.crt"]), "its own CA")
+				// NetworkPolicies: lbfed-controller's webhooks from Karmada's pods; the member's
+				// policy travels with the member components.
+				np := mustTyped[networkingv1.NetworkPolicy](t, find(r.host, "NetworkPolicy", "lbfed-controller"))
+				g.Expect(np.Spec.Ingress[1].Ports[0].Port.String()).To(Equal("admission"))
+				g.Expect(np.Spec.Ingress[1].From).To(ConsistOf(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}))
+				g.Expect(find(r.karmada, "NetworkPolicy", "lbcf-controller").GetNamespace()).To(Equal("lbfed-system"))
+				g.Expect(cpp.Spec.ResourceSelectors).To(ContainElement(HaveField("Kind", "NetworkPolicy")))
 			},
 		},
 		"manifests-values.yaml": {
@@ -152,6 +170,10 @@ func TestLBFedRender(t *testing.T) {
 				g.Expect(nestedString(crt, "spec", "secretName")).To(Equal("lbfed-interpreter-tls"))
 				g.Expect(nestedStrings(crt, "spec", "dnsNames")).To(ContainElement("lbfed-controller.karmada-system.svc"))
 				g.Expect(find(r.host, "Secret", "lbfed-interpreter-tls")).To(BeNil(), "cert-manager writes it")
+				client := find(r.host, "Certificate", "lbfed-driver-client")
+				g.Expect(nestedString(client, "spec", "commonName")).To(Equal("lbfed-controller"))
+				g.Expect(nestedStrings(client, "spec", "usages")).To(ContainElement("client auth"))
+				g.Expect(nestedString(client, "spec", "issuerRef", "name")).To(Equal(nestedString(crt, "spec", "issuerRef", "name")))
 				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
 				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--interpreter-max-request-bytes=67108864",
 					"--federation-grace-period=30s", "--federation-driver-ca-file=/etc/lbfed/driver-ca/ca.crt", "--federation-dry-run"))
@@ -178,6 +200,7 @@ func TestLBFedRender(t *testing.T) {
 				c := d.Spec.Template.Spec.Containers[0]
 				g.Expect(c.Args).To(ContainElements("--interpreter-enabled=false", "--federation-driver-client-cert=/etc/lbfed/driver-client/tls.crt"))
 				g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--admission-")))
+				g.Expect(find(r.host, "Secret", "lbfed-driver-client-tls")).To(BeNil(), "the given client certificate is used")
 				g.Expect(c.ReadinessProbe.HTTPGet.Port.String()).To(Equal("probes"))
 				g.Expect(ofKind(r.karmada, "ResourceInterpreterCustomization")).To(HaveLen(2), "the Lua customizations instead")
 				// They replace lbfed-controller's interpreter: applied last, deleted first, as its

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,9 +31,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -126,6 +129,7 @@ var typed = map[schema.GroupVersionKind]func() any{
 	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                               func() any { return &appsv1.Deployment{} },
 	batchv1.SchemeGroupVersion.WithKind("Job"):                                                     func() any { return &batchv1.Job{} },
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                                    func() any { return &policyv1.PodDisruptionBudget{} },
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"):                                      func() any { return &networkingv1.NetworkPolicy{} },
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                              func() any { return &rbacv1.ClusterRole{} },
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                                       func() any { return &rbacv1.ClusterRoleBinding{} },
 	rbacv1.SchemeGroupVersion.WithKind("Role"):                                                     func() any { return &rbacv1.Role{} },
@@ -217,7 +221,7 @@ func withLabel(objs []*unstructured.Unstructured, k, v string) []*unstructured.U
 var namespacedKinds = map[string]bool{
 	"ServiceAccount": true, "Secret": true, "Service": true, "Deployment": true, "Job": true,
 	"PodDisruptionBudget": true, "Role": true, "RoleBinding": true, "Certificate": true, "Issuer": true,
-	"ServiceMonitor": true, "PrometheusRule": true,
+	"ServiceMonitor": true, "PrometheusRule": true, "NetworkPolicy": true,
 }
 
 // externalRefs lists what a rendering may reference without rendering it: Secrets the user
@@ -300,6 +304,7 @@ func checkObjects(objs []*unstructured.Unstructured, ext externalRefs) []error {
 		errs = append(errs, checkPod(k, tpl, secrets)...)
 	}
 	errs = append(errs, checkSelectors(objs, pods)...)
+	errs = append(errs, checkNetworkPolicies(objs, pods)...)
 	errs = append(errs, checkRBAC(objs)...)
 	return errs
 }
@@ -431,6 +436,79 @@ func checkSelectors(objs []*unstructured.Unstructured, pods map[string]corev1.Po
 	return errs
 }
 
+// selectedWorkloads returns the keys of the workloads in ns whose pods sel selects.
+func selectedWorkloads(pods map[string]corev1.PodTemplateSpec, ns string, sel *metav1.LabelSelector) ([]string, error) {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for k, tpl := range pods {
+		if strings.Split(k, "/")[1] == ns && s.Matches(labels.Set(tpl.Labels)) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// checkNetworkPolicies: a NetworkPolicy selects the pods of exactly one Deployment, with
+// non-empty labels, and names only ports those pods name; its peers that select pods of the
+// same namespace select workloads that exist. When policies are rendered, every Deployment has
+// one (a pod without a policy would be open to all).
+func checkNetworkPolicies(objs []*unstructured.Unstructured, pods map[string]corev1.PodTemplateSpec) []error {
+	var errs []error
+	covered := map[string]bool{}
+	policies := ofKind(objs, "NetworkPolicy")
+	for _, o := range policies {
+		np, err := as[networkingv1.NetworkPolicy](o)
+		if err != nil {
+			continue
+		}
+		if len(np.Spec.PodSelector.MatchLabels) == 0 && len(np.Spec.PodSelector.MatchExpressions) == 0 {
+			errs = append(errs, fmt.Errorf("%s selects every pod of its namespace", key(o)))
+			continue
+		}
+		sel, err := selectedWorkloads(pods, np.Namespace, &np.Spec.PodSelector)
+		if err != nil || len(sel) != 1 {
+			errs = append(errs, fmt.Errorf("%s selects workloads %v, want exactly one (%v)", key(o), sel, err))
+			continue
+		}
+		if strings.HasPrefix(sel[0], "Deployment/") {
+			covered[sel[0]] = true
+		}
+		named := map[string]bool{}
+		for _, c := range pods[sel[0]].Spec.Containers {
+			for _, p := range c.Ports {
+				named[p.Name] = true
+			}
+		}
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if p.Port == nil || !named[p.Port.String()] {
+					errs = append(errs, fmt.Errorf("%s: port %v is not a named port of %s", key(o), p.Port, sel[0]))
+				}
+			}
+			for _, peer := range rule.From {
+				if peer.PodSelector == nil || peer.NamespaceSelector != nil || len(peer.PodSelector.MatchLabels) == 0 {
+					continue // a namespace-wide, cross-namespace or address peer
+				}
+				if from, _ := selectedWorkloads(pods, np.Namespace, peer.PodSelector); len(from) == 0 {
+					errs = append(errs, fmt.Errorf("%s: peer %v selects no workload", key(o), peer.PodSelector.MatchLabels))
+				}
+			}
+		}
+	}
+	if len(policies) > 0 {
+		for k := range pods {
+			if strings.HasPrefix(k, "Deployment/") && !covered[k] {
+				errs = append(errs, fmt.Errorf("%s: no NetworkPolicy selects its pods", k))
+			}
+		}
+	}
+	return errs
+}
+
 // karmadaServiceAccounts exist in every member Karmada joins (karmadactl join creates them): the
 // charts may bind them without rendering them.
 var karmadaServiceAccounts = map[string]bool{"karmada-cluster/karmada-impersonator": true}
@@ -488,7 +566,12 @@ func checkCertManager(o *unstructured.Unstructured) error {
 			}
 		}
 		isCA, _, _ := unstructured.NestedBool(o.Object, "spec", "isCA")
-		if dns, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames"); len(dns) == 0 && !isCA {
+		usages, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "usages")
+		clientOnly := len(usages) > 0 && !slices.Contains(usages, "server auth")
+		if clientOnly && (!slices.Contains(usages, "client auth") || nestedString(o, "spec", "commonName") == "") {
+			return fmt.Errorf("%s: a client certificate needs usage client auth and a commonName (drivers check it)", key(o))
+		}
+		if dns, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames"); len(dns) == 0 && !isCA && !clientOnly {
 			return fmt.Errorf("%s: no dnsNames", key(o))
 		}
 	case "Issuer":
@@ -536,6 +619,27 @@ func verifyServing(caPEM, crtPEM []byte, hosts ...string) error {
 		}
 	}
 	return nil
+}
+
+// verifyClient checks that crtPEM is a client certificate signed by caPEM and returns its
+// subject common name.
+func verifyClient(caPEM, crtPEM []byte) (string, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return "", errors.New("no CA certificate in PEM")
+	}
+	block, _ := pem.Decode(crtPEM)
+	if block == nil {
+		return "", errors.New("no client certificate in PEM")
+	}
+	crt, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", err
+	}
+	if _, err := crt.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return "", err
+	}
+	return crt.Subject.CommonName, nil
 }
 
 // Flags ----------------------------------------------------------------------------------------

@@ -123,3 +123,91 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// CA is a certificate authority held in memory, for local topologies and tests that need
+// certificates of both kinds: serving certificates and client certificates (mutual TLS towards
+// drivers).
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	// PEM is the CA certificate, PEM encoded (what a ca.crt or --client-ca-file holds).
+	PEM []byte
+}
+
+// NewCA creates a CA named cn, valid for validity (a year when 0).
+func NewCA(cn string, validity time.Duration) (*CA, error) {
+	if validity <= 0 {
+		validity = 365 * 24 * time.Hour
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("create CA: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// Issue returns a certificate for cn and its key (PEM), valid as long as the CA, for the given
+// extended usages (x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth); hosts (DNS names or
+// IPs) become its subject alternative names.
+func (ca *CA) Issue(cn string, hosts []string, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: ca.Cert.NotAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("issue certificate for %s: %w", cn, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// WriteIssued issues a certificate as Issue does and writes ca.crt, tls.crt and tls.key into dir
+// (the layout of a kubernetes.io/tls Secret), replacing each file in one rename.
+func (ca *CA) WriteIssued(dir, cn string, hosts []string, usages ...x509.ExtKeyUsage) error {
+	crt, key, err := ca.Issue(cn, hosts, usages...)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create certificate folder: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{CAFile, ca.PEM}, {CertFile, crt}, {KeyFile, key}} {
+		if err := writeAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,17 +41,18 @@ func main() {
 	klog.InitFlags(fs)
 	var (
 		kind        = fs.String("backend", "radware", "front end to drive: "+strings.Join(backendNames(), ", "))
-		listen      = fs.String("listen", ":8443", "address of the webhook server")
 		prefix      = fs.String("path-prefix", "", "URL path prefix of the webhooks (the LoadBalancerDriver's spec.url path)")
-		certFile    = fs.String("tls-cert-file", "", "serving certificate (PEM); empty serves plain HTTP")
-		keyFile     = fs.String("tls-key-file", "", "serving key (PEM)")
-		metricsAddr = fs.String("metrics-listen", ":9090", "address of /metrics and /healthz (empty: off)")
+		metricsAddr = fs.String("metrics-listen", ":9090", "address of /metrics and /healthz (plain HTTP; empty: off)")
+		serve       driver.ServerFlags
 	)
+	serve.Register(fs, ":8443")
 	for _, b := range backends {
 		b.register(fs)
 	}
 	flag.Parse()
-	if err := run(*kind, *listen, *prefix, *certFile, *keyFile, *metricsAddr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *kind, *prefix, *metricsAddr, serve, nil); err != nil {
 		klog.ErrorS(err, "elb-driver failed")
 		os.Exit(1)
 	}
@@ -67,41 +67,38 @@ func backendNames() []string {
 	return names
 }
 
-func run(kind, listen, prefix, certFile, keyFile, metricsAddr string) error {
+// run serves until ctx is done; started, when not nil, is told the webhook address once listening.
+func run(ctx context.Context, kind, prefix, metricsAddr string, serve driver.ServerFlags, started func(net.Addr)) error {
 	b, ok := backends[kind]
 	if !ok {
 		return fmt.Errorf("unknown --backend %q (known: %s)", kind, strings.Join(backendNames(), ", "))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	log := klog.Background().WithValues("backend", kind)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Caller authentication is checked before the front end is touched.
+	srv, err := driver.NewServer(nil, serve.Options(reg, log))
+	if err != nil {
+		return err
+	}
 	d, err := b.new(ctx, log, reg)
 	if err != nil {
 		return fmt.Errorf("set up %s driver: %w", kind, err)
 	}
-
-	srv := &http.Server{Addr: listen, Handler: driver.NewHandler(d, driver.HandlerOptions{Prefix: prefix}), ReadHeaderTimeout: 10 * time.Second}
-	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return fmt.Errorf("load serving certificate: %w", err)
-		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	}
-	l, err := net.Listen("tcp", listen)
+	srv.SetHandler(driver.NewHandler(d, driver.HandlerOptions{Prefix: prefix}))
+	l, err := net.Listen("tcp", serve.Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
+		return fmt.Errorf("listen %s: %w", serve.Addr, err)
 	}
-	errc := make(chan error, 2)
+	if started != nil {
+		started(l.Addr())
+	}
+	errc, served := make(chan error, 1), make(chan error, 1)
 	go func() {
-		log.Info("serving LBCF driver webhooks", "addr", l.Addr().String(), "tls", srv.TLSConfig != nil, "prefix", prefix)
-		if srv.TLSConfig != nil {
-			errc <- srv.ServeTLS(l, "", "")
-		} else {
-			errc <- srv.Serve(l)
-		}
+		log.Info("serving LBCF driver webhooks", "addr", l.Addr().String(), "tls", srv.TLS(), "clientAuth", srv.Authenticated(), "prefix", prefix)
+		served <- srv.Serve(ctx, l, 15*time.Second)
 	}()
 	var msrv *http.Server
 	if metricsAddr != "" {
@@ -118,18 +115,24 @@ func run(kind, listen, prefix, certFile, keyFile, metricsAddr string) error {
 		msrv = &http.Server{Addr: metricsAddr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { errc <- msrv.ListenAndServe() }()
 	}
+	err = nil
 	select {
 	case <-ctx.Done():
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
+	case err = <-errc: // the metrics server failed
+	case err = <-served:
 	}
 	log.Info("shutting down")
+	stop() // the webhook server shuts down gracefully
 	shutdown, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if msrv != nil {
 		_ = msrv.Shutdown(shutdown)
 	}
-	return srv.Shutdown(shutdown)
+	if err == nil {
+		err = <-served
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -89,3 +89,33 @@ func TestRadwareBackendFlagErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestAlteonPasswordFileIsReadAgain: the password comes from a mounted Secret file; a rotated
+// password is used from the next request on, without a restart and although the old one was
+// just rejected (the client holds back a rejected password for a minute).
+func TestAlteonPasswordFileIsReadAgain(t *testing.T) {
+	g := NewWithT(t)
+	fast := alteonsim.Options{Password: "new-s3cret", ApplyDuration: time.Millisecond, SaveDuration: time.Millisecond, SyncDuration: time.Millisecond}
+	sim := alteonsim.NewPair(fast, fast)
+	ua, ub, err := sim.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	defer sim.Close()
+	pw := filepath.Join(t.TempDir(), "password")
+	g.Expect(os.WriteFile(pw, []byte("old-s3cret\n"), 0o600)).To(Succeed())
+
+	var f radwareFlags
+	fs := flag.NewFlagSet("elb-driver", flag.ContinueOnError)
+	f.register(fs)
+	g.Expect(fs.Parse([]string{"--alteon-urls=" + ua + "," + ub, "--alteon-password-file=" + pw, "--alteon-poll-interval=2ms"})).To(Succeed())
+	d, err := f.newDriver(context.Background(), logr.Discard(), prometheus.NewRegistry())
+	g.Expect(err).NotTo(HaveOccurred())
+	h, err := d.Healthz(context.Background(), &driver.HealthzRequest{})
+	g.Expect(err == nil && h.Healthy).To(BeFalse(), "the old password is rejected")
+
+	// The Secret is updated: a new file renamed over the old, as the kubelet swaps it.
+	g.Expect(os.WriteFile(pw+".new", []byte("new-s3cret\n"), 0o600)).To(Succeed())
+	g.Expect(os.Rename(pw+".new", pw)).To(Succeed())
+	h, err = d.Healthz(context.Background(), &driver.HealthzRequest{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(h.Healthy).To(BeTrue(), "the new password is used at once")
+}

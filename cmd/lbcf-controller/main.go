@@ -76,8 +76,8 @@ func main() {
 	fs.StringVar(&f.webhookConfigURL, "webhook-config-url", "", "When set (e.g. https://127.0.0.1:9443), create or update the webhook configurations pointing at this URL with the serving CA (local use; charts render them otherwise).")
 	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "lbcf-controller", "Name of the webhook configurations written by --webhook-config-url.")
 	fs.BoolVar(&f.gateGroupOptIn, "readiness-gate-group-opt-in", false, "With --webhook-config-url: also send pod creations of namespaces not labelled lbfed.io/readiness-gate-inject to the readiness-gate injection webhook, for BackendGroups annotated lbfed.io/readiness-gate=true (every pod creation then calls it).")
-	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty).")
-	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers.")
+	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes.")
+	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes.")
 	fs.StringVar(&f.driverClientKey, "driver-client-key", "", "Key of the client certificate presented to drivers.")
 	klog.InitFlags(fs)
 	flag.Parse()
@@ -140,11 +140,12 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 
-	tlsCfg, err := driver.TLSConfigFromFiles(f.driverCA, f.driverClientCert, f.driverClientKey)
+	// Re-read when the files change: rotating the driver CA or the client certificate needs no restart.
+	driverTransport, err := driver.NewFilesTransport(driver.TLSFiles{CAFile: f.driverCA, CertFile: f.driverClientCert, KeyFile: f.driverClientKey})
 	if err != nil {
 		return err
 	}
-	invoker := driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
+	invoker := driver.NewClient(driver.ClientOptions{Transport: driverTransport, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
 	opts := f.engine
 	opts.Invoker, opts.Recorder, opts.Metrics = invoker, mgr.GetEventRecorder("lbcf-controller"), controller.NewMetrics(ctrlmetrics.Registry)
 	if f.mode == "member" {

@@ -54,8 +54,8 @@ func (c *admissionComponent) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.configName, "admission-webhook-config-name", "lbfed-admission", "name of the webhook configurations written by --admission-webhook-config-url")
 	fs.StringVar(&c.exemptUsers, "admission-exempt-users", "", "comma-separated users whose updates skip the webhooks written by --admission-webhook-config-url (Karmada's controllers)")
 	fs.StringVar(&c.exemptGroups, "admission-exempt-groups", "", "comma-separated groups whose updates skip the webhooks written by --admission-webhook-config-url")
-	fs.StringVar(&c.driverCA, "admission-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty)")
-	fs.StringVar(&c.driverClientCert, "admission-driver-client-cert", "", "client certificate presented to drivers")
+	fs.StringVar(&c.driverCA, "admission-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes")
+	fs.StringVar(&c.driverClientCert, "admission-driver-client-cert", "", "client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes")
 	fs.StringVar(&c.driverClientKey, "admission-driver-client-key", "", "key of the client certificate presented to drivers")
 }
 
@@ -97,14 +97,15 @@ func (c *admissionComponent) runnables(ctx context.Context, log logr.Logger) ([]
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg, err := driver.TLSConfigFromFiles(c.driverCA, c.driverClientCert, c.driverClientKey)
+	// Re-read when the files change: rotating the driver CA or the client certificate needs no restart.
+	driverTransport, err := driver.NewFilesTransport(driver.TLSFiles{CAFile: c.driverCA, CertFile: c.driverClientCert, KeyFile: c.driverClientKey})
 	if err != nil {
 		return nil, err
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: c.certDir, CertName: c.certName, KeyName: c.keyName})
 	hooks := &lbcfadmission.Webhooks{
 		Client:    cl,
-		Invoker:   driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)}),
+		Invoker:   driver.NewClient(driver.ClientOptions{Transport: driverTransport, Metrics: driver.NewMetrics(ctrlmetrics.Registry)}),
 		Decoder:   admission.NewDecoder(scheme),
 		Federated: true,
 	}

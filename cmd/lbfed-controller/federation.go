@@ -64,8 +64,8 @@ func (c *federationComponent) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.metricsAddr, "federation-metrics-bind-address", ":8080", "address of the federation's /metrics (0 disables)")
 	fs.StringVar(&c.probeAddr, "federation-health-probe-bind-address", ":8081", "address of the federation's /healthz and /readyz (0 disables)")
 	fs.BoolVar(&c.profiling, "federation-profiling", false, "serve net/http/pprof under /debug/pprof/ on the federation's metrics address (troubleshooting only)")
-	fs.StringVar(&c.driverCA, "federation-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty)")
-	fs.StringVar(&c.driverClientCert, "federation-driver-client-cert", "", "client certificate presented to drivers")
+	fs.StringVar(&c.driverCA, "federation-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes")
+	fs.StringVar(&c.driverClientCert, "federation-driver-client-cert", "", "client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes")
 	fs.StringVar(&c.driverClientKey, "federation-driver-client-key", "", "key of the client certificate presented to drivers")
 }
 
@@ -105,7 +105,8 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
 	}
-	tlsCfg, err := driver.TLSConfigFromFiles(c.driverCA, c.driverClientCert, c.driverClientKey)
+	// Re-read when the files change: rotating the driver CA or the client certificate needs no restart.
+	driverTransport, err := driver.NewFilesTransport(driver.TLSFiles{CAFile: c.driverCA, CertFile: c.driverClientCert, KeyFile: c.driverClientKey})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +123,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		}
 		opts.MemberPods = pods
 	}
-	opts.Invoker = driver.NewClient(driver.ClientOptions{TLS: tlsCfg, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
+	opts.Invoker = driver.NewClient(driver.ClientOptions{Transport: driverTransport, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
 	opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
 	opts.Metrics = controller.NewMetrics(ctrlmetrics.Registry)
 	if _, err := federation.Setup(ctx, mgr, opts); err != nil {

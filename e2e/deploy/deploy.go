@@ -4,15 +4,23 @@
 // ClusterPropagationPolicy that brings the CRDs and lbcf-controller --mode=member to every
 // member), and where a kubelet would run the chart's Deployments, their containers run as
 // processes with the same arguments, certificates and service-account permissions. The shared
-// front end is a simulated Radware Alteon HA pair with elb-driver. Used by `make up` (the demo)
-// and the end-to-end suites.
+// front end is a simulated Radware Alteon HA pair with elb-driver, outside the Karmada host
+// cluster as a production driver usually is, wired as the lbfed chart documents: it serves HTTPS
+// and accepts only lbfed-controller's client certificate (the chart's <release>-driver-client-tls
+// CA, copied to its --client-ca-file), and lbfed-controller verifies it with the driver's CA
+// (controller.federation.driverTLS.caSecret). Used by `make up` (the demo) and the end-to-end
+// suites.
 package deploy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,9 +28,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +46,8 @@ import (
 
 	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/servingcert"
 )
 
 // Binaries are lbfed's own commands.
@@ -72,11 +84,24 @@ type Deployment struct {
 	// DriverURL is elb-driver's webhook URL (a LoadBalancerDriver's spec.url).
 	DriverURL string
 	// AlteonURLs are the REST URLs of the simulated units; AlteonControl is the simulator's
-	// control API (failover, faults).
-	AlteonURLs    []string
-	AlteonControl string
+	// control API (failover, faults). AlteonPassword is the units' administrator password, given
+	// to elb-driver as a file (as the chart mounts its Secret); random, so that a scan of logs and
+	// events can look for it.
+	AlteonURLs     []string
+	AlteonControl  string
+	AlteonPassword string
 	// FederationMetrics is lbfed-controller's federation /metrics URL.
 	FederationMetrics string
+	// DriverMetrics is elb-driver's /metrics URL.
+	DriverMetrics string
+	// DriverCA is the CA that signs drivers' serving certificates (lbfed-controller trusts it);
+	// DriverClientCA is the CA of lbfed-controller's driver client certificate, from the chart.
+	DriverCA       *servingcert.CA
+	DriverClientCA string
+	// ClientName is the subject of lbfed-controller's driver client certificate.
+	ClientName string
+	// certs is where driver certificates are written.
+	certs string
 	// Processes are lbfed's processes (the chart's workloads and the front end); one that exits
 	// on its own is started again and replaced here.
 	Processes []*localup.Process
@@ -110,10 +135,11 @@ func Start(ctx context.Context, t *localup.Topology, opts Options) (*Deployment,
 		return nil, err
 	}
 	d := &Deployment{}
-	if err := d.startFrontEnd(t, opts); err != nil {
+	// lbfed first: the driver accepts the client CA the chart made for lbfed-controller.
+	if err := d.installLbfed(ctx, t, opts); err != nil {
 		return nil, err
 	}
-	if err := d.installLbfed(ctx, t, opts); err != nil {
+	if err := d.startFrontEnd(t, opts); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -201,19 +227,94 @@ func (d *Deployment) startFrontEnd(t *localup.Topology, opts Options) error {
 	}
 	unitA, unitB, control, driverAddr, driverMetrics := a[0], a[1], a[2], a[3], a[4]
 	d.AlteonURLs, d.AlteonControl = []string{"http://" + unitA, "http://" + unitB}, "http://"+control
+	d.AlteonPassword = "alteon-" + rand.Text()
+	passwordFile := filepath.Join(t.Dir(), "lbfed", "alteon-password")
+	if err := os.WriteFile(passwordFile, []byte(d.AlteonPassword+"\n"), 0o600); err != nil {
+		return err
+	}
 	if err := d.start(t, localup.ProcessSpec{Name: "alteon-sim", Path: filepath.Join(opts.Bin, "alteon-sim"), Args: []string{
 		"--listen-a=" + unitA, "--listen-b=" + unitB, "--control=" + control, "--apply-duration=50ms", "--save-duration=10ms", "--sync-duration=20ms",
+		"--password-file=" + passwordFile,
 	}}); err != nil {
 		return err
 	}
-	d.DriverURL = "http://" + driverAddr
+	d.DriverURL = "https://" + driverAddr
+	d.DriverMetrics = "http://" + driverMetrics + "/metrics"
+	auth, err := d.DriverServerArgs("elb-driver")
+	if err != nil {
+		return err
+	}
 	if err := d.start(t, localup.ProcessSpec{Name: "elb-driver", Path: filepath.Join(opts.Bin, "elb-driver"),
-		Env: []string{"ALTEON_PASSWORD=admin"},
-		Args: []string{"--backend=radware", "--alteon-urls=" + d.AlteonURLs[0] + "," + d.AlteonURLs[1], "--listen=" + driverAddr,
-			"--metrics-listen=" + driverMetrics, "--radware-drain-period=" + opts.DrainPeriod.String()}}); err != nil {
+		Args: append([]string{"--backend=radware", "--alteon-urls=" + d.AlteonURLs[0] + "," + d.AlteonURLs[1], "--alteon-password-file=" + passwordFile, "--listen=" + driverAddr,
+			"--metrics-listen=" + driverMetrics, "--radware-drain-period=" + opts.DrainPeriod.String()}, auth...)}); err != nil {
 		return err
 	}
 	return waitHTTP(context.Background(), "http://"+driverMetrics+"/healthz", nil)
+}
+
+// SecretMaterial returns what must never appear in logs or events: the Alteon password and the
+// body of every private key this deployment gave a process (lbfed-controller's serving and
+// driver client keys, the members' webhook keys, the drivers' serving keys).
+func (d *Deployment) SecretMaterial(t *localup.Topology) ([]string, error) {
+	out := []string{d.AlteonPassword}
+	err := filepath.WalkDir(filepath.Join(t.Dir(), "lbfed"), func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || filepath.Base(path) != "tls.key" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		block, _ := pem.Decode(data)
+		if block == nil {
+			return fmt.Errorf("%s: no PEM key", path)
+		}
+		// The key's base64 body, and its first line as a log line would wrap it.
+		body := base64.StdEncoding.EncodeToString(block.Bytes)
+		out = append(out, body, body[:64])
+		return nil
+	})
+	return out, err
+}
+
+// DriverServerArgs returns the flags that make a driver named name (elb-driver and any driver
+// served with the lbcf/driver server kit) serve as lbfed expects: HTTPS with a certificate for
+// 127.0.0.1 from DriverCA, accepting only lbfed-controller's client certificate.
+func (d *Deployment) DriverServerArgs(name string) ([]string, error) {
+	dir := filepath.Join(d.certs, name)
+	if err := d.DriverCA.WriteIssued(dir, name, []string{"127.0.0.1", "localhost"}, x509.ExtKeyUsageServerAuth); err != nil {
+		return nil, err
+	}
+	return []string{"--tls-cert-file=" + filepath.Join(dir, "tls.crt"), "--tls-key-file=" + filepath.Join(dir, "tls.key"),
+		"--client-ca-file=" + d.DriverClientCA, "--client-allowed-names=" + d.ClientName}, nil
+}
+
+// ServeDriver serves h, a driver's webhooks, from this process as DriverServerArgs configures a
+// driver binary. It returns the driver's URL and a function that stops it (connections still
+// open, e.g. hanging calls, are closed).
+func (d *Deployment) ServeDriver(name string, h http.Handler) (url string, stop func(), err error) {
+	args, err := d.DriverServerArgs(name)
+	if err != nil {
+		return "", nil, err
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var f driver.ServerFlags
+	f.Register(fs, "127.0.0.1:0")
+	if err := fs.Parse(args); err != nil {
+		return "", nil, err
+	}
+	srv, err := driver.NewServer(h, f.Options(nil, logr.Discard()))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln, time.Second); close(done) }()
+	return "https://" + ln.Addr().String(), sync.OnceFunc(func() { cancel(); <-done }), nil
 }
 
 // installLbfed renders the lbfed chart for local processes, applies it to the Karmada API
@@ -240,6 +341,8 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		"controller.interpreter.extraIPs={127.0.0.1}",
 		"member.webhook.extraIPs={127.0.0.1}",
 		"controller.federation.gracePeriod=" + opts.Grace.String(),
+		// The drivers' serving CA, as an operator copies it next to lbfed-controller.
+		"controller.federation.driverTLS.caSecret=lbfed-driver-ca",
 	}
 	for i, m := range members {
 		set = append(set, fmt.Sprintf("member.webhook.clusterURLs.%s=https://%s", m.Name(), a[3+3*i]))
@@ -294,8 +397,29 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	if err := manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", ControlPlaneNamespace, "lbfed-interpreter-tls"), certDir); err != nil {
 		return err
 	}
+	// Mutual TLS towards drivers: the chart's client certificate, and a CA for the drivers'
+	// serving certificates (the Secret named in driverTLS.caSecret).
+	clientDir := filepath.Join(run, "driver-client")
+	if err := manifests.WriteSecretFiles(manifests.Find(split.Host, "Secret", ControlPlaneNamespace, "lbfed-driver-client-tls"), clientDir); err != nil {
+		return err
+	}
+	d.certs = filepath.Join(run, "drivers")
+	d.DriverClientCA, d.ClientName = filepath.Join(clientDir, "ca.crt"), "lbfed-controller"
+	if d.DriverCA, err = servingcert.NewCA("lbfed-e2e-driver-ca", 0); err != nil {
+		return err
+	}
+	driverCA := filepath.Join(d.certs, "ca.crt")
+	if err := os.MkdirAll(d.certs, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(driverCA, d.DriverCA.PEM, 0o600); err != nil {
+		return err
+	}
 	args, err := manifests.ContainerArgs(manifests.Find(split.Host, "Deployment", ControlPlaneNamespace, "lbfed-controller"), "lbfed-controller")
 	if err != nil {
+		return err
+	}
+	if err := checkDriverTLSArgs(args); err != nil {
 		return err
 	}
 	if err := WaitRBAC(ctx, kc, split.Karmada, ControlPlaneNamespace, "lbfed-controller"); err != nil {
@@ -309,6 +433,9 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		"kubeconfig": kubeconfig, "interpreter-cert-dir": certDir, "interpreter-bind-address": interp,
 		"admission-cert-dir": certDir, "admission-bind-address": adm,
 		"federation-metrics-bind-address": fedMetrics, "federation-health-probe-bind-address": fedProbe,
+		"federation-driver-client-cert": filepath.Join(clientDir, "tls.crt"), "federation-driver-client-key": filepath.Join(clientDir, "tls.key"),
+		"admission-driver-client-cert": filepath.Join(clientDir, "tls.crt"), "admission-driver-client-key": filepath.Join(clientDir, "tls.key"),
+		"federation-driver-ca-file": driverCA, "admission-driver-ca-file": driverCA,
 		// Quick retries for demos and tests.
 		"federation-min-retry-delay": "1s", "federation-retry-delay-step": "1s", "federation-max-retry-delay": "10s",
 	})
@@ -386,6 +513,25 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		if err := waitHTTP(ctx, "http://"+probe+"/readyz", nil); err != nil {
 			return fmt.Errorf("lbcf-controller in %s: %w", m.Name(), err)
 		}
+	}
+	return nil
+}
+
+// checkDriverTLSArgs checks that the chart wires lbfed-controller's driver calls for mutual TLS:
+// the paths are replaced by local ones, the flags must be there.
+func checkDriverTLSArgs(args []string) error {
+	want := map[string]bool{}
+	for _, c := range []string{"federation", "admission"} {
+		for _, f := range []string{"driver-client-cert", "driver-client-key", "driver-ca-file"} {
+			want["--"+c+"-"+f] = true
+		}
+	}
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		delete(want, name)
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("the lbfed chart does not wire lbfed-controller's driver TLS: missing %v", want)
 	}
 	return nil
 }

@@ -128,9 +128,11 @@ func TestFederatedBFE(t *testing.T) {
 	root := filepath.Join(w.topo.Dir(), "bfe-e2e")
 	dataDir := filepath.Join(root, "lbfed")
 	g.Expect(os.MkdirAll(root, 0o755)).To(Succeed())
+	auth, err := lbfed.DriverServerArgs("elb-driver-bfe") // mutual TLS with lbfed-controller
+	g.Expect(err).NotTo(HaveOccurred())
 	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "elb-driver-bfe", Path: filepath.Join(w.topo.Dir(), "lbfed-bin", "elb-driver"),
-		Tier: localup.TierClient, Args: []string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
-			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}})
+		Tier: localup.TierClient, Args: append([]string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
+			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}, auth...)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Eventually(func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }, wait, 200*time.Millisecond).Should(Succeed())
 
@@ -142,7 +144,7 @@ func TestFederatedBFE(t *testing.T) {
 	// The driver is healthy once BFE's monitor answers.
 	g.Eventually(func() error { return httpOK("http://" + driverMetrics + "/healthz") }, wait, 200*time.Millisecond).Should(Succeed())
 
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "http://"+driverAddr, host)), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host)), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); err != nil {

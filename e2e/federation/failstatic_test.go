@@ -173,7 +173,7 @@ func (w *world) masterClient() (*alteon.Client, error) {
 	if url == "" {
 		return nil, fmt.Errorf("no master unit: %v", roles)
 	}
-	return alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", Attempts: 1})
+	return alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: lbfed.AlteonPassword, Attempts: 1})
 }
 
 // sample is what the federation had registered at one moment: backend addresses per member

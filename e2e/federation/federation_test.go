@@ -139,7 +139,7 @@ func (w *world) deviceWeights(g Gomega) map[string]int {
 		}
 	}
 	g.Expect(url).NotTo(BeEmpty(), "a master unit: %v", roles)
-	c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: "admin", Attempts: 1})
+	c, err := alteon.NewClient(alteon.Config{URL: url, User: "admin", Password: lbfed.AlteonPassword, Attempts: 1})
 	g.Expect(err).NotTo(HaveOccurred())
 	rows, err := c.List(w.ctx, alteon.TableRealServer)
 	g.Expect(err).NotTo(HaveOccurred())

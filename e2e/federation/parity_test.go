@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -118,7 +117,8 @@ type servedDriver struct {
 func (p *parityEnv) serveDriver(t *testing.T) *servedDriver {
 	d := &servedDriver{Driver: memdriver.New(), inFlight: map[string]int{}, abandoned: map[string]int{}}
 	h := d.Handler(driver.HandlerOptions{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Served as lbfed expects a driver: HTTPS, accepting lbfed-controller's client certificate only.
+	url, stop, err := lbfed.ServeDriver(strings.ReplaceAll(t.Name(), "/", "-"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		webhook := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 		d.mu.Lock()
 		d.inFlight[webhook]++
@@ -135,11 +135,11 @@ func (p *parityEnv) serveDriver(t *testing.T) *servedDriver {
 		}
 		d.mu.Unlock()
 	}))
-	d.URL = srv.URL
-	t.Cleanup(func() {
-		srv.CloseClientConnections() // hanging calls end now
-		srv.Close()
-	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.URL = url
+	t.Cleanup(stop) // hanging calls end at the latest a second later
 	return d
 }
 

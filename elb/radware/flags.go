@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lbfed/lbfed/elb/radware/alteon"
+	"github.com/lbfed/lbfed/reloadfile"
 )
 
 // Flags are the command-line settings of a binary that drives an Alteon pair (elb-driver,
@@ -42,7 +43,7 @@ type Flags struct {
 func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.URLs, "alteon-urls", "", "comma-separated base URLs of the Alteon units: one, or the two units of an HA pair")
 	fs.StringVar(&f.User, "alteon-user", "admin", "Alteon administrator user")
-	fs.StringVar(&f.PasswordFile, "alteon-password-file", "", "file holding the Alteon password (default: $ALTEON_PASSWORD)")
+	fs.StringVar(&f.PasswordFile, "alteon-password-file", "", "file holding the Alteon password, re-read when it changes (default: $ALTEON_PASSWORD)")
 	fs.StringVar(&f.CAFile, "alteon-ca-file", "", "CA bundle (PEM) that signed the Alteon management certificates (default: system roots)")
 	fs.BoolVar(&f.Insecure, "alteon-insecure-skip-verify", false, "do not verify the Alteon certificates (lab use only)")
 	fs.StringVar(&f.Sync, "alteon-sync", "explicit", "how the backup unit gets the configuration: explicit (sync after every commit), auto (the pair syncs itself) or none")
@@ -70,12 +71,22 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 		return nil, errors.New("--alteon-urls needs one or two URLs")
 	}
 	password := os.Getenv("ALTEON_PASSWORD")
+	var passwordSource func() (string, uint64)
 	if f.PasswordFile != "" {
-		b, err := os.ReadFile(f.PasswordFile)
+		pf, err := reloadfile.Open(f.PasswordFile)
 		if err != nil {
 			return nil, fmt.Errorf("read --alteon-password-file: %w", err)
 		}
-		password = strings.TrimRight(string(b), "\r\n")
+		// Read again when the file changes (a rotated Secret): no restart, and a new password is
+		// tried at once even while a rejected one is held back.
+		passwordSource = func() (string, uint64) {
+			b, v, err := pf.Read()
+			if err != nil {
+				log.Error(err, "Alteon password file unreadable; using its last content", "file", f.PasswordFile)
+			}
+			return strings.TrimRight(string(b), "\r\n"), v
+		}
+		password, _ = passwordSource()
 	}
 	if password == "" {
 		return nil, errors.New("no Alteon password: set --alteon-password-file or $ALTEON_PASSWORD")
@@ -111,7 +122,7 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 		Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsConfig, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 	var units []*alteon.Client
 	for _, u := range urls {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: f.User, Password: password, HTTPClient: hc, Logger: log.WithName("alteon"), OnRequest: metrics.Request})
+		c, err := alteon.NewClient(alteon.Config{URL: u, User: f.User, Password: password, PasswordSource: passwordSource, HTTPClient: hc, Logger: log.WithName("alteon"), OnRequest: metrics.Request})
 		if err != nil {
 			return nil, err
 		}

@@ -11,13 +11,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/reloadfile"
 )
 
 // Endpoint is where and how to call one driver.
@@ -64,7 +65,8 @@ type Invoker interface {
 
 // ClientOptions configures NewClient.
 type ClientOptions struct {
-	// TLS configures HTTPS to drivers (custom CA, client certificate). Nil: system roots.
+	// TLS configures HTTPS to drivers (custom CA, client certificate). Nil: system roots. For
+	// files re-read when they change, use Transport: NewFilesTransport.
 	TLS *tls.Config
 	// MaxResponseBytes caps answers (DefaultMaxResponseBytes when 0).
 	MaxResponseBytes int64
@@ -87,10 +89,7 @@ var _ Invoker = &Client{}
 func NewClient(opts ClientOptions) *Client {
 	rt := opts.Transport
 	if rt == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = opts.TLS
-		t.MaxIdleConnsPerHost = 64 // drivers see bursts of calls; keep connections for them
-		rt = t
+		rt = newTransport(opts.TLS)
 	}
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
@@ -101,29 +100,84 @@ func NewClient(opts ClientOptions) *Client {
 	return &Client{http: &http.Client{Transport: rt}, maxBytes: opts.MaxResponseBytes, metrics: opts.Metrics}
 }
 
-// TLSConfigFromFiles builds a client TLS config trusting caFile (system roots when empty) and,
-// when certFile and keyFile are set, presenting that client certificate.
-func TLSConfigFromFiles(caFile, certFile, keyFile string) (*tls.Config, error) {
+// TLSFiles are the files of a client's TLS towards drivers. Each is re-read when it changes:
+// the client then opens new connections with the new content (calls in flight finish on their
+// connection), so rotating the driver CA or the client certificate needs no restart.
+type TLSFiles struct {
+	// CAFile verifies the drivers' serving certificates (empty: system roots).
+	CAFile string
+	// CertFile and KeyFile are the client certificate presented to drivers (empty: none).
+	CertFile, KeyFile string
+}
+
+// filesTransport is an HTTP transport whose TLS follows TLSFiles: when a file's content changes,
+// the next call gets a new transport built from it and the old one's idle connections close.
+type filesTransport struct {
+	ca   *reloadfile.Parsed[*x509.CertPool]
+	pair *reloadfile.Parsed[*tls.Certificate]
+
+	mu       sync.Mutex
+	caV, kpV uint64
+	current  *http.Transport
+}
+
+// NewFilesTransport returns an HTTP transport (ClientOptions.Transport) whose TLS comes from f,
+// re-read when the files change.
+func NewFilesTransport(f TLSFiles) (http.RoundTripper, error) {
+	t := &filesTransport{}
+	var err error
+	if f.CAFile != "" {
+		if t.ca, err = reloadfile.CertPool(f.CAFile); err != nil {
+			return nil, fmt.Errorf("driver CA: %w", err)
+		}
+	}
+	if f.CertFile != "" || f.KeyFile != "" {
+		if f.CertFile == "" || f.KeyFile == "" {
+			return nil, errors.New("driver client certificate: both the certificate and the key are needed")
+		}
+		if t.pair, err = reloadfile.KeyPair(f.CertFile, f.KeyFile); err != nil {
+			return nil, fmt.Errorf("driver client certificate: %w", err)
+		}
+	}
+	t.transport()
+	return t, nil
+}
+
+// transport returns the transport for the files' current content.
+func (t *filesTransport) transport() *http.Transport {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("read driver CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("driver CA %s: no PEM certificate found", caFile)
-		}
-		cfg.RootCAs = pool
+	var caV, kpV uint64
+	if t.ca != nil {
+		// A file that cannot be read or parsed keeps its last good content.
+		cfg.RootCAs, caV, _ = t.ca.Get()
 	}
-	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load driver client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	if t.pair != nil {
+		var cert *tls.Certificate
+		cert, kpV, _ = t.pair.Get()
+		cfg.Certificates = []tls.Certificate{*cert}
 	}
-	return cfg, nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.current != nil && caV == t.caV && kpV == t.kpV {
+		return t.current
+	}
+	old := t.current
+	t.current, t.caV, t.kpV = newTransport(cfg), caV, kpV
+	if old != nil {
+		old.CloseIdleConnections()
+	}
+	return t.current
+}
+
+func (t *filesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.transport().RoundTrip(r)
+}
+
+func newTransport(cfg *tls.Config) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = cfg
+	t.MaxIdleConnsPerHost = 64 // drivers see bursts of calls; keep connections for them
+	return t
 }
 
 // CallError is a call that produced no valid answer. The controller treats it as a webhook

@@ -151,14 +151,16 @@ func TestClientTLSWithCustomCA(t *testing.T) {
 
 	caFile := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600)).To(Succeed())
-	cfg, err := TLSConfigFromFiles(caFile, "", "")
+	rt, err := NewFilesTransport(TLSFiles{CAFile: caFile})
 	g.Expect(err).NotTo(HaveOccurred())
-	rsp, err := NewClient(ClientOptions{TLS: cfg}).Healthz(context.Background(), Endpoint{Name: "ns/tls", URL: srv.URL})
+	rsp, err := NewClient(ClientOptions{Transport: rt}).Healthz(context.Background(), Endpoint{Name: "ns/tls", URL: srv.URL})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rsp.Healthy).To(BeTrue())
 
-	_, err = TLSConfigFromFiles(filepath.Join(t.TempDir(), "missing"), "", "")
+	_, err = NewFilesTransport(TLSFiles{CAFile: filepath.Join(t.TempDir(), "missing")})
 	g.Expect(err).To(HaveOccurred())
+	_, err = NewFilesTransport(TLSFiles{CertFile: caFile})
+	g.Expect(err).To(MatchError(ContainSubstring("both the certificate and the key")))
 	_ = tls.VersionTLS12
 }
 

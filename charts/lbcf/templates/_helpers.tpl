@@ -52,6 +52,31 @@
 {{- printf "%s-elb-driver-tls" (include "lbcf.fullname" .) }}
 {{- end }}
 
+{{/* The client certificate lbcf-controller presents to drivers (mutual TLS): the user's
+controller.driverTLS.clientCertSecret, or the chart's. */}}
+{{- define "lbcf.driverClientSecretName" -}}
+{{- with .Values.controller.driverTLS.clientCertSecret }}
+{{- . }}
+{{- else }}
+{{- printf "%s-driver-client-tls" (include "lbcf.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Subject common name of the chart's driver client certificate. */}}
+{{- define "lbcf.driverClientName" -}}
+{{- include "lbcf.controller.name" . }}
+{{- end }}
+
+{{/* Whether the chart issues the driver client certificate. */}}
+{{- define "lbcf.chartDriverClient" -}}
+{{- if not .Values.controller.driverTLS.clientCertSecret }}true{{ end }}
+{{- end }}
+
+{{/* Whether elb-driver authenticates its callers (mutual TLS). */}}
+{{- define "lbcf.driverClientAuth" -}}
+{{- if and .Values.elbDriver.enabled .Values.elbDriver.tls.enabled .Values.elbDriver.clientAuth.enabled }}true{{ end }}
+{{- end }}
+
 {{/* Labels ---------------------------------------------------------------------------------- */}}
 
 {{/* (dict "root" $ "component" "controller") */}}
@@ -131,8 +156,9 @@ topologySpreadConstraints:
 
 {{/*
 lbcf.selfSignedTLS computes, once per render, the self-signed CA and the serving certificates
-(webhook, and elb-driver when it serves TLS) into .Values._selfSignedTLS, as PEM strings:
-{ca, webhookCrt, webhookKey, driverCrt, driverKey}. Certificates already in the cluster are
+(webhook, and elb-driver when it serves TLS) and the driver client certificate of lbcf-controller
+(unless controller.driverTLS.clientCertSecret is set) into .Values._selfSignedTLS, as PEM strings:
+{ca, webhookCrt, webhookKey, driverCrt, driverKey, clientCrt, clientKey}. Certificates already in the cluster are
 reused when they are complete and share one CA, so upgrades do not rotate them; anything missing
 regenerates the whole set (a CA key is never stored in the cluster).
 */}}
@@ -145,13 +171,20 @@ regenerates the whole set (a CA key is never stored in the cluster).
 {{- $drv := (lookup "v1" "Secret" $ns (include "lbcf.elbDriverSecretName" .)).data | default dict }}
 {{- $whOK := and (index $wh "ca.crt") (index $wh "tls.crt") (index $wh "tls.key") }}
 {{- $drvOK := or (not $needDriver) (and (index $drv "tls.crt") (index $drv "tls.key") (eq (index $drv "ca.crt" | default "") (index $wh "ca.crt" | default "-"))) }}
-{{- if and $whOK $drvOK }}
+{{- $needClient := include "lbcf.chartDriverClient" . }}
+{{- $cl := (lookup "v1" "Secret" $ns (include "lbcf.driverClientSecretName" .)).data | default dict }}
+{{- $clOK := or (not $needClient) (and (index $cl "tls.crt") (index $cl "tls.key") (eq (index $cl "ca.crt" | default "") (index $wh "ca.crt" | default "-"))) }}
+{{- if and $whOK $drvOK $clOK }}
 {{- $_ := set $tls "ca" (index $wh "ca.crt" | b64dec) }}
 {{- $_ := set $tls "webhookCrt" (index $wh "tls.crt" | b64dec) }}
 {{- $_ := set $tls "webhookKey" (index $wh "tls.key" | b64dec) }}
 {{- if $needDriver }}
 {{- $_ := set $tls "driverCrt" (index $drv "tls.crt" | b64dec) }}
 {{- $_ := set $tls "driverKey" (index $drv "tls.key" | b64dec) }}
+{{- end }}
+{{- if $needClient }}
+{{- $_ := set $tls "clientCrt" (index $cl "tls.crt" | b64dec) }}
+{{- $_ := set $tls "clientKey" (index $cl "tls.key" | b64dec) }}
 {{- end }}
 {{- else }}
 {{- $days := int .Values.webhook.certificates.selfSigned.validityDays }}
@@ -166,6 +199,13 @@ regenerates the whole set (a CA key is never stored in the cluster).
 {{- $dcert := genSignedCert $dsvc nil (include "lbcf.serviceDNSNames" (dict "root" . "service" $dsvc) | fromJsonArray) $days $ca }}
 {{- $_ := set $tls "driverCrt" $dcert.Cert }}
 {{- $_ := set $tls "driverKey" $dcert.Key }}
+{{- end }}
+{{- if $needClient }}
+{{- /* Helm's genSignedCert marks certificates for server and client use; drivers accept this
+one by its subject name (elb-driver --client-allowed-names). */}}
+{{- $ccert := genSignedCert (include "lbcf.driverClientName" .) nil nil $days $ca }}
+{{- $_ := set $tls "clientCrt" $ccert.Cert }}
+{{- $_ := set $tls "clientKey" $ccert.Key }}
 {{- end }}
 {{- end }}
 {{- $_ := set .Values "_selfSignedTLS" $tls }}

@@ -49,6 +49,28 @@
 {{- printf "%s-member-webhook-tls" (include "lbfed.fullname" .) }}
 {{- end }}
 
+{{/* The client certificate lbfed-controller presents to drivers (mutual TLS): the user's
+controller.federation.driverTLS.clientCertSecret, or the chart's. */}}
+{{- define "lbfed.driverClientSecretName" -}}
+{{- with .Values.controller.federation.driverTLS.clientCertSecret }}
+{{- . }}
+{{- else }}
+{{- printf "%s-driver-client-tls" (include "lbfed.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* Subject common name of the chart's driver client certificate (elb-driver --client-allowed-names). */}}
+{{- define "lbfed.driverClientName" -}}
+{{- include "lbfed.controller.name" . }}
+{{- end }}
+
+{{/* Whether lbfed-controller here calls drivers (federation or admission) with the chart's
+client certificate. */}}
+{{- define "lbfed.chartDriverClient" -}}
+{{- $c := .Values.controller }}
+{{- if and $c.enabled (or $c.federation.enabled $c.admission.enabled) (not $c.federation.driverTLS.clientCertSecret) }}true{{ end }}
+{{- end }}
+
 {{- define "lbfed.karmadaManifestsName" -}}
 {{- printf "%s-karmada-manifests" (include "lbfed.fullname" .) }}
 {{- end }}
@@ -147,6 +169,7 @@ an empty dict when it is missing or incomplete (always under `helm template`).
 lbfed.tls computes, once per render, the self-signed certificates into .Values._tls:
   interpreter: {ca, crt, key}  (certificates.mode=selfSigned)
   member:      {ca, crt, key}  (member.enabled)
+  driverClient: {ca, crt, key} (the chart's driver client certificate, unless cert-manager issues it)
 Each reuses the Secret already in the cluster, so upgrades do not rotate certificates; a new one
 gets its own CA (a CA key is never stored).
 */}}
@@ -181,6 +204,17 @@ gets its own CA (a CA key is never stored).
 {{- $cur = dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key }}
 {{- end }}
 {{- $_ := set $tls "member" $cur }}
+{{- end }}
+{{- if and (include "lbfed.chartDriverClient" .) (ne .Values.certificates.mode "certManager") }}
+{{- $cur := include "lbfed.lookupTLS" (dict "namespace" .Release.Namespace "name" (include "lbfed.driverClientSecretName" .)) | fromJson }}
+{{- if not $cur }}
+{{- $days := int .Values.certificates.selfSigned.validityDays }}
+{{- /* Its own CA: drivers given this CA accept lbfed-controller and nothing else of the chart. */}}
+{{- $ca := genCA (printf "%s-driver-client-ca" (include "lbfed.fullname" .)) $days }}
+{{- $cert := genSignedCert (include "lbfed.driverClientName" .) nil nil $days $ca }}
+{{- $cur = dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key }}
+{{- end }}
+{{- $_ := set $tls "driverClient" $cur }}
 {{- end }}
 {{- $_ := set .Values "_tls" $tls }}
 {{- end }}

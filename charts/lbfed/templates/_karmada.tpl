@@ -157,8 +157,17 @@ metadata:
   labels:
     {{- $labels | nindent 4 }}
 rules:
+  # What the federation and admission call: informers (get, list, watch), merge patches
+  # (LoadBalancer finalizers, the template annotations members read), and the BackendRecords it
+  # keeps.
   - apiGroups: [lbcf.tkestack.io]
-    resources: [loadbalancerdrivers, loadbalancers, backendgroups, backendrecords]
+    resources: [loadbalancerdrivers]
+    verbs: [get, list, watch]
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [loadbalancers, backendgroups]
+    verbs: [get, list, watch, patch]
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [backendrecords]
     verbs: [get, list, watch, create, update, patch, delete]
   - apiGroups: [lbcf.tkestack.io]
     resources:
@@ -166,7 +175,7 @@ rules:
       - loadbalancers/status
       - backendgroups/status
       - backendrecords/status
-    verbs: [get, update, patch]
+    verbs: [patch]
   - apiGroups: [work.karmada.io]
     resources: [resourcebindings]
     verbs: [get, list, watch]
@@ -216,7 +225,7 @@ metadata:
 rules:
   - apiGroups: [coordination.k8s.io]
     resources: [leases]
-    verbs: [get, list, watch, create, update, patch, delete]
+    verbs: [get, create, update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -364,7 +373,7 @@ rules:
     verbs: [get, list, watch]
   - apiGroups: [lbcf.tkestack.io]
     resources: [backendgroups/status]
-    verbs: [get, update, patch]
+    verbs: [patch]
   - apiGroups: [""]
     resources: [events]
     verbs: [create, patch]
@@ -468,7 +477,7 @@ metadata:
 rules:
   - apiGroups: [coordination.k8s.io]
     resources: [leases]
-    verbs: [get, list, watch, create, update, patch, delete]
+    verbs: [get, create, update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -630,6 +639,7 @@ spec:
       targetPort: metrics
       protocol: TCP
 {{- end }}
+{{- include "lbfed.karmada.memberNetworkPolicy" . }}
 {{- if $m.podDisruptionBudget.enabled }}
 ---
 apiVersion: policy/v1
@@ -759,6 +769,7 @@ spec:
       namespace: {{ $ns }}
       name: {{ $m.name }}-metrics
     {{- end }}
+    {{- include "lbfed.karmada.memberNetworkPolicySelector" . | nindent 4 }}
     {{- if $m.podDisruptionBudget.enabled }}
     - apiVersion: policy/v1
       kind: PodDisruptionBudget

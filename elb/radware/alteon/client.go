@@ -24,6 +24,10 @@ type Config struct {
 	URL string
 	// User and Password are sent as HTTP Basic credentials on every request.
 	User, Password string
+	// PasswordSource, when set, gives the password for each request instead of Password, with
+	// a version that changes when the password does (a mounted Secret re-read when it changes,
+	// so rotating the password needs no restart). A new password lifts AuthHold at once.
+	PasswordSource func() (password string, version uint64)
 	// HTTPClient carries TLS settings and timeouts (default: 30s timeout, system roots).
 	HTTPClient *http.Client
 	// Attempts is how often one request is tried on transient failures: 406 while an apply runs,
@@ -92,6 +96,8 @@ type AuthError struct {
 	Unit  string
 	Until time.Time
 	Err   *APIError
+	// passwordVersion is the version of the rejected password (Config.PasswordSource).
+	passwordVersion uint64
 }
 
 func (e *AuthError) Error() string {
@@ -198,6 +204,28 @@ func transient(ae *APIError) bool {
 	return false
 }
 
+// password is the password to send and its version.
+func (c *Client) password() (string, uint64) {
+	if c.cfg.PasswordSource != nil {
+		return c.cfg.PasswordSource()
+	}
+	return c.cfg.Password, 0
+}
+
+// heldOff returns the rejection that still holds the credentials back: one within AuthHold of
+// the same password.
+func (c *Client) heldOff() *AuthError {
+	r := c.rejected.Load()
+	if r == nil {
+		return nil
+	}
+	if _, v := c.password(); v == r.passwordVersion && time.Now().Before(r.Until) {
+		return r
+	}
+	c.rejected.CompareAndSwap(r, nil)
+	return nil
+}
+
 // errEmptyAnswer is returned for a read that got no body.
 var errEmptyAnswer = errors.New("empty answer")
 
@@ -218,11 +246,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	if len(query) > 0 {
 		rawURL += "?" + query.Encode()
 	}
-	if r := c.rejected.Load(); r != nil {
-		if time.Now().Before(r.Until) {
-			return nil, r
-		}
-		c.rejected.CompareAndSwap(r, nil)
+	if r := c.heldOff(); r != nil {
+		return nil, r
 	}
 	var last error
 	unauthorized := 0
@@ -247,7 +272,8 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			// The device sometimes answers 401 to a good session once; twice in a row means the
 			// credentials are wrong, and every further try counts towards a lockout.
 			if unauthorized++; unauthorized >= 2 {
-				r := &AuthError{Unit: c.Name(), Until: time.Now().Add(c.cfg.AuthHold), Err: ae}
+				_, v := c.password()
+				r := &AuthError{Unit: c.Name(), Until: time.Now().Add(c.cfg.AuthHold), Err: ae, passwordVersion: v}
 				c.rejected.Store(r)
 				c.log.Error(ae, "credentials rejected; holding off", "until", r.Until)
 				return nil, r
@@ -270,7 +296,8 @@ func (c *Client) once(ctx context.Context, method, rawURL, path string, payload 
 	if err != nil {
 		return nil, false, fmt.Errorf("build %s %s: %w", method, path, err)
 	}
-	req.SetBasicAuth(c.cfg.User, c.cfg.Password)
+	pw, _ := c.password()
+	req.SetBasicAuth(c.cfg.User, pw)
 	req.Header.Set("Accept", "application/json")
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -541,14 +568,15 @@ func (c *Client) Role(ctx context.Context) (string, error) {
 // Diff returns the device's text diff of the pending against the running configuration
 // (GET /config/getdiff), for messages to people. One attempt, no retries.
 func (c *Client) Diff(ctx context.Context) (string, error) {
-	if r := c.rejected.Load(); r != nil && time.Now().Before(r.Until) {
+	if r := c.heldOff(); r != nil {
 		return "", r
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+"/config/getdiff", nil)
 	if err != nil {
 		return "", err
 	}
-	req.SetBasicAuth(c.cfg.User, c.cfg.Password)
+	pw, _ := c.password()
+	req.SetBasicAuth(c.cfg.User, pw)
 	c.requests.Add(1)
 	start := time.Now()
 	resp, err := c.cfg.HTTPClient.Do(req)
