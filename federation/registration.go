@@ -24,23 +24,7 @@ import (
 	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
-// Registration state back to the members
-//
-// A member sets its pods' readiness gates (lbfed.io/backend-registered) from what the federation
-// registered, but the records live on Karmada and a Pull member may not be reachable from it. So
-// the answer travels the way the group itself does: the federation writes, on the template, the
-// annotation lbfed.io/registered — per member, one bit per item of the member's latest report,
-// named by the report's digest — and Karmada propagates it to every member with the rest of the
-// template (Push: karmada-controller-manager's execution controller; Pull: karmada-agent). The
-// member reads the bits against the reports it remembers (lbcf/controller.ReportHistory) and
-// patches the gate condition of the pods whose bits say registered.
-//
-// Size: one bit per candidate. 20,000 candidates take 2,500 bytes of bits, ≈ 3.4 kB encoded,
-// whatever the split between members — well inside an annotation (256 kB) and a binding (1.5 MB).
-// Writes: one template patch per change of some member's bits or report, coalesced over
-// registrationDelay; nothing is written while nothing changes. The latency from a record turning
-// Registered to the member's pod condition is this delay, the patch, Karmada's propagation of a
-// template update (detector → binding → work → member object) and the member's pod patch.
+// The registration state reaches the members through the template: see the package doc.
 
 // registrationDelay coalesces a burst of records turning Registered into one template write.
 const registrationDelay = 50 * time.Millisecond

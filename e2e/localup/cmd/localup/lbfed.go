@@ -55,7 +55,8 @@ func startDemo(ctx context.Context, t *localup.Topology) error {
 	for _, m := range t.Members() {
 		members = append(members, m.Name())
 	}
-	ex := deploy.Example{Namespace: "demo", VIP: "127.0.0.100", Port: 80, Replicas: 4, Members: members}
+	// Gated and with a preStop sleep: `kubectl rollout restart` on the demo drops no request.
+	ex := deploy.Example{Namespace: "demo", VIP: "127.0.0.100", Port: 80, Replicas: 4, Members: members, ReadinessGate: true, PreStopSeconds: 10}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = lbcfv1beta1.AddToScheme(scheme)
