@@ -6,7 +6,7 @@
 // Built groups live in a cache outside the repository, one folder per group and key:
 //
 //	$LBFED_BIN_DIR (default $HOME/.cache/lbfed/bin)/
-//	  kube-karmada-<key>/  kube-apiserver kubectl karmada-webhook … karmada-manifests/
+//	  kube-karmada-<key>/  kube-apiserver kubectl karmada-webhook karmada-agent … karmada-manifests/
 //	  etcd-<key>/          etcd
 //	  kwok-<key>/          kwok
 //
@@ -44,6 +44,7 @@ const (
 	KarmadaScheduler           = "karmada-scheduler"
 	KarmadaWebhook             = "karmada-webhook"
 	KarmadaAggregatedAPIServer = "karmada-aggregated-apiserver"
+	KarmadaAgent               = "karmada-agent"
 	Karmadactl                 = "karmadactl"
 	Kwok                       = "kwok"
 )
@@ -87,6 +88,8 @@ var groups = []group{
 			{"github.com/karmada-io/karmada/cmd/scheduler", KarmadaScheduler},
 			{"github.com/karmada-io/karmada/cmd/webhook", KarmadaWebhook},
 			{"github.com/karmada-io/karmada/cmd/aggregated-apiserver", KarmadaAggregatedAPIServer},
+			// Pull-mode members (localup.TopologyOptions.PullMembers).
+			{"github.com/karmada-io/karmada/cmd/agent", KarmadaAgent},
 			{"github.com/karmada-io/karmada/cmd/karmadactl", Karmadactl},
 		},
 		k8sVersionStamps: true,
