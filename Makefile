@@ -55,8 +55,10 @@ tools: localup
 	$(LOCALUP) build
 
 ## up: Karmada + members m1, m2 as local processes, lbfed CRDs installed; prints kubectl usage.
+## PULL_MEMBERS=1 adds m3, joined in Pull mode by a karmada-agent.
+PULL_MEMBERS ?= 0
 up: tools $(HELM)
-	$(LOCALUP) up --dir=$(LOCALUP_DIR)
+	$(LOCALUP) up --dir=$(LOCALUP_DIR) --pull-members=$(PULL_MEMBERS)
 
 ## down: stop everything `make up` started.
 down: localup

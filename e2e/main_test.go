@@ -10,10 +10,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
@@ -41,8 +47,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testenv.MainTopology(m, localup.TopologyOptions{
-		CRDs:       crds,
-		AfterReady: []func(context.Context, *localup.Topology) error{startInterpreter},
+		CRDs: crds,
+		// m1, m2 in Push mode and m3 in Pull mode (karmada-agent).
+		PullMembers: 1,
+		AfterReady:  []func(context.Context, *localup.Topology) error{startInterpreter},
 	})
 }
 
@@ -100,9 +108,22 @@ type interpreterContext struct {
 	Response   map[string]any `json:"response,omitempty"`
 }
 
-// serveInterpreter answers InterpretHealth with healthy=true and counts the calls on /count.
+// interpreterCall is one kind of call the helper webhook received: which program called it
+// (the command of the process owning the connection's other end), for an object of which
+// member (from Karmada's work.karmada.io/namespace annotation on the observed object,
+// karmada-es-<member>; "" for a template), and the operation.
+type interpreterCall struct {
+	Caller    string `json:"caller"`
+	Cluster   string `json:"cluster"`
+	Operation string `json:"operation"`
+}
+
+// serveInterpreter answers InterpretHealth with healthy=true, counts the calls on /count and
+// tells who made them on /callers.
 func serveInterpreter() {
 	var calls atomic.Int64
+	var mu sync.Mutex
+	callers := map[interpreterCall]int{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/interpreter", func(w http.ResponseWriter, r *http.Request) {
 		var in interpreterContext
@@ -111,6 +132,15 @@ func serveInterpreter() {
 			return
 		}
 		calls.Add(1)
+		call := interpreterCall{Caller: peerCommand(r.RemoteAddr)}
+		call.Operation, _ = in.Request["operation"].(string)
+		if obj, ok := in.Request["object"].(map[string]any); ok {
+			u := unstructured.Unstructured{Object: obj}
+			call.Cluster = strings.TrimPrefix(u.GetAnnotations()["work.karmada.io/namespace"], "karmada-es-")
+		}
+		mu.Lock()
+		callers[call]++
+		mu.Unlock()
 		resp := map[string]any{"uid": in.Request["uid"], "successful": true}
 		if in.Request["operation"] == "InterpretHealth" {
 			resp["healthy"] = true
@@ -121,8 +151,59 @@ func serveInterpreter() {
 	mux.HandleFunc("/count", func(w http.ResponseWriter, _ *http.Request) {
 		_ = json.NewEncoder(w).Encode(calls.Load())
 	})
+	mux.HandleFunc("/callers", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []interpreterCall
+		for c := range callers {
+			out = append(out, c)
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	})
 	srv := &http.Server{Addr: os.Getenv("INTERPRETER_ADDR"), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	err := srv.ListenAndServeTLS(os.Getenv("INTERPRETER_CERT"), os.Getenv("INTERPRETER_KEY"))
 	fmt.Fprintln(os.Stderr, "interpreter:", err)
 	os.Exit(1)
+}
+
+// peerCommand names the local program at the other end of a loopback TCP connection: the
+// socket whose local address is remoteAddr (in /proc/net/tcp), then the process holding it
+// open (a /proc/<pid>/fd link to socket:[inode]), then that process's command. Karmada's
+// interpreter clients all send the same User-Agent, so this is how the helper tells
+// karmada-agent from karmada-controller-manager. "" when not found.
+func peerCommand(remoteAddr string) string {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil || !ap.Addr().Unmap().Is4() {
+		return ""
+	}
+	ip := ap.Addr().Unmap().As4()
+	// /proc/net/tcp prints the address as the host-order 32-bit word, in hex.
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port())
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return ""
+	}
+	inode := ""
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 9 && f[1] == want {
+			inode = f[9]
+			break
+		}
+	}
+	if inode == "" {
+		return ""
+	}
+	target := "socket:[" + inode + "]"
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if link, err := os.Readlink(fd); err == nil && link == target {
+			cmdline, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(fd)), "cmdline"))
+			if err != nil {
+				return ""
+			}
+			argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+			return filepath.Base(argv0)
+		}
+	}
+	return ""
 }

@@ -82,24 +82,36 @@ func namespace(t *testing.T, karmada client.Client, name string) string {
 	return name
 }
 
-func propagationPolicy(ns, name string, selectors []policyv1alpha1.ResourceSelector, divided bool) *policyv1alpha1.PropagationPolicy {
+// memberNames are the names of every member of the topology, Push and Pull.
+func memberNames(t *testing.T) []string {
+	var out []string
+	for _, m := range testenv.Topology(t).Members() {
+		out = append(out, m.Name())
+	}
+	return out
+}
+
+// propagationPolicy places the selected objects on every member (divided: replicas 1:1:…).
+func propagationPolicy(t *testing.T, ns, name string, selectors []policyv1alpha1.ResourceSelector, divided bool) *policyv1alpha1.PropagationPolicy {
+	members := memberNames(t)
 	pp := &policyv1alpha1.PropagationPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: policyv1alpha1.PropagationSpec{
 			ResourceSelectors: selectors,
 			Placement: policyv1alpha1.Placement{
-				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"m1", "m2"}},
+				ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: members},
 			},
 		},
 	}
 	if divided {
+		var weights []policyv1alpha1.StaticClusterWeight
+		for _, m := range members {
+			weights = append(weights, policyv1alpha1.StaticClusterWeight{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{m}}, Weight: 1})
+		}
 		pp.Spec.Placement.ReplicaScheduling = &policyv1alpha1.ReplicaSchedulingStrategy{
 			ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
 			ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-			WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
-				{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"m1"}}, Weight: 1},
-				{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"m2"}}, Weight: 1},
-			}},
+			WeightPreference:          &policyv1alpha1.ClusterPreferences{StaticWeightList: weights},
 		}
 	}
 	return pp
@@ -123,18 +135,19 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 	}
 }
 
-// TestDeploymentPropagatesAndAggregates: a Deployment divided 1:1 over m1 and m2 by a
-// PropagationPolicy gets Ready pods in both members — pods that answer on their IPs — and its
+// TestDeploymentPropagatesAndAggregates: a Deployment divided 1:1 over every member (Push and
+// Pull) by a PropagationPolicy gets Ready pods in each — pods that answer on their IPs — and its
 // status, aggregated by Karmada, counts all of them.
 func TestDeploymentPropagatesAndAggregates(t *testing.T) {
 	g := NewWithT(t)
 	karmada, members := clients(t)
 	ns := namespace(t, karmada, "e2e-deploy")
+	total := int32(2 * len(members))
 
-	g.Expect(karmada.Create(t.Context(), propagationPolicy(ns, "web", []policyv1alpha1.ResourceSelector{
+	g.Expect(karmada.Create(t.Context(), propagationPolicy(t, ns, "web", []policyv1alpha1.ResourceSelector{
 		{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 	}, true))).To(Succeed())
-	g.Expect(karmada.Create(t.Context(), deployment(ns, "web", 4))).To(Succeed())
+	g.Expect(karmada.Create(t.Context(), deployment(ns, "web", total))).To(Succeed())
 
 	for name, m := range members {
 		g.Eventually(func() (int32, error) {
@@ -147,15 +160,15 @@ func TestDeploymentPropagatesAndAggregates(t *testing.T) {
 		var d appsv1.Deployment
 		err := karmada.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, &d)
 		return d.Status.ReadyReplicas, err
-	}).WithTimeout(timeout).WithPolling(poll).Should(Equal(int32(4)), "aggregated ready replicas on Karmada")
+	}).WithTimeout(timeout).WithPolling(poll).Should(Equal(total), "aggregated ready replicas on Karmada")
 
 	// The binding's aggregated status has one healthy, applied item per member.
 	g.Eventually(func(g Gomega) {
 		var rb workv1alpha2.ResourceBinding
 		g.Expect(karmada.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-deployment"}, &rb)).To(Succeed())
-		g.Expect(rb.Status.AggregatedStatus).To(HaveLen(2))
+		g.Expect(rb.Status.AggregatedStatus).To(HaveLen(len(members)))
 		for _, item := range rb.Status.AggregatedStatus {
-			g.Expect(item.ClusterName).To(BeElementOf("m1", "m2"))
+			g.Expect(members).To(HaveKey(item.ClusterName))
 			g.Expect(item.Applied).To(BeTrue(), item.ClusterName)
 			g.Expect(item.Health).To(Equal(workv1alpha2.ResourceHealthy), item.ClusterName)
 		}
@@ -214,7 +227,7 @@ spec:
       protocol: TCP
 `
 
-// TestBackendGroupPropagates: a BackendGroup template on Karmada is duplicated to both members
+// TestBackendGroupPropagates: a BackendGroup template on Karmada is duplicated to every member
 // by a PropagationPolicy, spec intact.
 func TestBackendGroupPropagates(t *testing.T) {
 	g := NewWithT(t)
@@ -224,7 +237,7 @@ func TestBackendGroupPropagates(t *testing.T) {
 	bg := &unstructured.Unstructured{}
 	g.Expect(yaml.Unmarshal([]byte(backendGroupYAML), &bg.Object)).To(Succeed())
 	bg.SetNamespace(ns)
-	g.Expect(karmada.Create(t.Context(), propagationPolicy(ns, "web-bg", []policyv1alpha1.ResourceSelector{
+	g.Expect(karmada.Create(t.Context(), propagationPolicy(t, ns, "web-bg", []policyv1alpha1.ResourceSelector{
 		{APIVersion: "lbcf.tkestack.io/v1beta1", Kind: "BackendGroup", Name: "web"},
 	}, false))).To(Succeed())
 	g.Expect(karmada.Create(t.Context(), bg)).To(Succeed())
@@ -301,7 +314,7 @@ webhooks:
 	g.Expect(err).NotTo(HaveOccurred())
 
 	// The configuration is picked up asynchronously: keep creating work until Karmada asks.
-	g.Expect(karmada.Create(t.Context(), propagationPolicy(ns, "web", []policyv1alpha1.ResourceSelector{
+	g.Expect(karmada.Create(t.Context(), propagationPolicy(t, ns, "web", []policyv1alpha1.ResourceSelector{
 		{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"},
 	}, true))).To(Succeed())
 	g.Expect(karmada.Create(t.Context(), deployment(ns, "web", 2))).To(Succeed())
@@ -318,6 +331,46 @@ webhooks:
 		}
 		return calls()
 	}).WithTimeout(timeout).WithPolling(time.Second).Should(BeNumerically(">", before))
+
+	// Who calls: karmada-controller-manager for the Push members' objects, each Pull member's
+	// karmada-agent for that member's (its work status controller): the webhook URL must be
+	// reachable from where the agents run.
+	callers := func(g Gomega) map[string]map[string]bool {
+		resp, err := hc.Get("https://" + interpreterAddr + "/callers")
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		var list []interpreterCall
+		g.Expect(json.NewDecoder(resp.Body).Decode(&list)).To(Succeed())
+		out := map[string]map[string]bool{} // member -> callers of InterpretHealth
+		for _, c := range list {
+			if c.Operation == "InterpretHealth" && c.Cluster != "" {
+				if out[c.Cluster] == nil {
+					out[c.Cluster] = map[string]bool{}
+				}
+				out[c.Cluster][c.Caller] = true
+			}
+		}
+		return out
+	}
+	// A replica in every member, so that each has the Deployment to report on.
+	g.Eventually(func() error {
+		var d appsv1.Deployment
+		if err := karmada.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, &d); err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To(int32(len(topo.Members())))
+		return karmada.Update(t.Context(), &d)
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		byMember := callers(g)
+		for _, m := range topo.Members() {
+			want := "karmada-controller-manager"
+			if m.SyncMode() == localup.SyncModePull {
+				want = "karmada-agent"
+			}
+			g.Expect(byMember).To(HaveKeyWithValue(m.Name(), Equal(map[string]bool{want: true})), "InterpretHealth of %s's objects (%s)", m.Name(), m.SyncMode())
+		}
+	}).WithTimeout(timeout).WithPolling(time.Second).Should(Succeed())
 }
 
 func caClient(caPEM []byte) (*http.Client, error) {

@@ -111,6 +111,7 @@ type Cluster struct {
 	apiserver  *Process
 	network    *podNetwork
 	ns         *netNamespace // nil unless ClusterOptions.NetNS
+	pull       bool          // a topology member joined in Pull mode (karmada-agent)
 	addr       string        // where the cluster's endpoints listen: 127.0.0.1, or ns.adminAddr
 	peerHost   string        // the apiserver URL over the peer link (= host without NetNS)
 	peerConfig string        // kubeconfig for peerHost
@@ -251,6 +252,15 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 
 // Name is the cluster's name.
 func (c *Cluster) Name() string { return c.name }
+
+// SyncMode is how a topology member joined Karmada: SyncModePush (karmadactl join) or
+// SyncModePull (karmada-agent, TopologyOptions.PullMembers).
+func (c *Cluster) SyncMode() string {
+	if c.pull {
+		return SyncModePull
+	}
+	return SyncModePush
+}
 
 // Host is the apiserver URL, https://<Address>:<port>.
 func (c *Cluster) Host() string { return c.host }

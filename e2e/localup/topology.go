@@ -24,13 +24,21 @@ type TopologyOptions struct {
 	// Dir is the run folder: <Dir>/karmada.kubeconfig, <Dir>/m1.kubeconfig, …, <Dir>/logs/,
 	// <Dir>/pki/. Default: a new temporary folder, removed by Stop unless KeepRunDir was called.
 	Dir string
-	// Members is the number of member clusters, named m1..mN. Default 2.
+	// Members is the number of member clusters joined in Push mode (karmadactl join: Karmada's
+	// controllers reach into the member), named m1..mN. Default 2.
 	Members int
+	// PullMembers adds this many member clusters joined in Pull mode, named after the Push ones
+	// (m3 with the default two): a karmada-agent per member, run as a process next to it,
+	// registers the Cluster (syncMode Pull) with karmada-apiserver, applies its Works and reports
+	// their status, calling the resource interpreter webhooks itself. They stay in the host
+	// network namespace whatever MemberNetNS says (their agent dials karmada-apiserver on
+	// 127.0.0.1), so they have no Link. Default 0.
+	PullMembers int
 	// FakeNodesPerMember is the number of kwok nodes per member. Default 2.
 	FakeNodesPerMember int
-	// MemberNetNS puts every member in its own network namespace (ClusterOptions.NetNS), so a
-	// test can cut a member off from Karmada with Member(name).Link().Cut(). Needs root and the
-	// ip command (NetNSSupported).
+	// MemberNetNS puts every Push member in its own network namespace (ClusterOptions.NetNS), so
+	// a test can cut a member off from Karmada with Member(name).Link().Cut(). Needs root and the
+	// ip command (NetNSSupported). Pull members stay in the host namespace.
 	MemberNetNS bool
 	// NoPodResponder turns off the pod responders (see package podresponder) that otherwise
 	// serve HTTP on every Ready pod of every member.
@@ -49,8 +57,9 @@ type TopologyOptions struct {
 	Logger       logr.Logger
 }
 
-// Topology is a running Karmada control plane with member clusters joined in Push mode, all
-// local processes sharing one etcd (one key prefix per apiserver) and one PKI.
+// Topology is a running Karmada control plane with member clusters joined in Push mode (and,
+// optionally, Pull mode), all local processes sharing one etcd (one key prefix per apiserver) and
+// one PKI.
 type Topology struct {
 	dir     string
 	tempDir bool
@@ -70,8 +79,8 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 	if opts.Members == 0 {
 		opts.Members = 2
 	}
-	if opts.Members < 1 {
-		return nil, fmt.Errorf("start topology: %d members", opts.Members)
+	if opts.Members < 1 || opts.PullMembers < 0 {
+		return nil, fmt.Errorf("start topology: %d members, %d pull members", opts.Members, opts.PullMembers)
 	}
 	if opts.FakeNodesPerMember == 0 {
 		opts.FakeNodesPerMember = 2
@@ -128,21 +137,27 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 		Dir: t.dir, Binaries: opts.Binaries, StartTimeout: opts.StartTimeout, Logger: t.log,
 		sup: t.sup, pki: t.pki, etcd: t.etcd,
 	}
-	t.members = make([]*Cluster, opts.Members)
+	t.members = make([]*Cluster, opts.Members+opts.PullMembers)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range t.members {
 		g.Go(func() error {
+			pull := i >= opts.Members
 			o := base
 			o.Name = fmt.Sprintf("m%d", i+1)
-			o.ControllerManager = true // karmadactl join waits for the token controller
+			// karmadactl join and karmada-agent wait for the token controller (their
+			// ServiceAccount token Secrets in the member).
+			o.ControllerManager = true
 			o.FakeNodes = opts.FakeNodesPerMember
 			o.PodResponder = !opts.NoPodResponder
 			o.CRDs = opts.CRDs
-			o.NetNS = opts.MemberNetNS
+			o.NetNS = opts.MemberNetNS && !pull
 			m, err := StartCluster(gctx, o)
+			if m != nil {
+				m.pull = pull
+			}
 			t.members[i] = m
 			if err == nil {
-				t.log.Info("member ready", "cluster", o.Name, "elapsed", since(start))
+				t.log.Info("member ready", "cluster", o.Name, "syncMode", m.SyncMode(), "elapsed", since(start))
 			}
 			return err
 		})
@@ -182,11 +197,21 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 	return t, nil
 }
 
-// join registers every member with Karmada in Push mode through karmadactl, the path users
-// take, and waits for each Cluster's Ready condition.
+// join registers every member with Karmada, the Push members through karmadactl join and the
+// Pull members by starting their karmada-agent (the paths users take), and waits for each
+// Cluster's Ready condition.
 func (t *Topology) join(ctx context.Context, timeout time.Duration) error {
 	g, gctx := errgroup.WithContext(ctx)
+	var watch []*Process
 	for _, m := range t.members {
+		if m.pull {
+			agent, err := t.startAgent(m)
+			if err != nil {
+				return err
+			}
+			watch = append(watch, agent)
+			continue
+		}
 		g.Go(func() error {
 			return t.sup.run(gctx, ProcessSpec{
 				Name: "karmadactl-join-" + m.name,
@@ -208,12 +233,15 @@ func (t *Topology) join(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, timeout, "member clusters Ready", t.sup.daemons(), func(ctx context.Context) error {
+	return waitFor(ctx, timeout, "member clusters Ready", append(t.sup.daemons(), watch...), func(ctx context.Context) error {
 		for _, m := range t.members {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.karmada.io", Version: "v1alpha1", Kind: "Cluster"})
 			if err := c.Get(ctx, client.ObjectKey{Name: m.name}, u); err != nil {
 				return err
+			}
+			if mode, _, _ := unstructured.NestedString(u.Object, "spec", "syncMode"); mode != m.SyncMode() {
+				return fmt.Errorf("cluster %s has syncMode %q, want %s", m.name, mode, m.SyncMode())
 			}
 			if status, msg := condition(u, "Ready"); status != "True" {
 				return fmt.Errorf("cluster %s Ready=%s: %s", m.name, status, msg)
@@ -229,7 +257,7 @@ func (t *Topology) Karmada() *Cluster { return t.karmada }
 // KarmadaConfig returns a new admin client configuration for the Karmada apiserver.
 func (t *Topology) KarmadaConfig() *rest.Config { return t.karmada.RESTConfig() }
 
-// Members returns the member clusters, m1 first.
+// Members returns the member clusters, m1 first: the Push members, then the Pull ones.
 func (t *Topology) Members() []*Cluster { return append([]*Cluster(nil), t.members...) }
 
 // Member returns the member called name, or nil.

@@ -21,8 +21,8 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-// The demo of `make up`: lbfed on the topology, and an example application whose pods in both
-// members are registered on one VIP of the simulated Alteon pair.
+// The demo of `make up`: lbfed on the topology, and an example application whose pods in every
+// member (Push and Pull) are registered on one VIP of the simulated Alteon pair.
 func init() { afterReady = append(afterReady, startDemo) }
 
 // demoInfo is what the demo leaves in the run folder for printUsage.
@@ -71,7 +71,7 @@ func startDemo(ctx context.Context, t *localup.Topology) error {
 	if err := waitRegistered(ctx, kc, ex); err != nil {
 		return err
 	}
-	if err := waitBothMembersServe(ctx, ex, members); err != nil {
+	if err := waitEveryMemberServes(ctx, ex, members); err != nil {
 		return err
 	}
 	info := demoInfo{Namespace: ex.Namespace, VIP: ex.VIP, Port: ex.Port, DriverURL: d.DriverURL, Alteon: d.AlteonControl}
@@ -79,8 +79,8 @@ func startDemo(ctx context.Context, t *localup.Topology) error {
 	return os.WriteFile(demoPath(t.Dir()), b, 0o644)
 }
 
-// waitBothMembersServe waits until requests through the VIP are answered by every member.
-func waitBothMembersServe(ctx context.Context, ex deploy.Example, members []string) error {
+// waitEveryMemberServes waits until requests through the VIP are answered by every member.
+func waitEveryMemberServes(ctx context.Context, ex deploy.Example, members []string) error {
 	// One connection per request: an L4 balancer sends a whole connection to one backend.
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline := time.Now().Add(4 * time.Minute)
@@ -118,7 +118,7 @@ func printDemo(dir, kubectl, karmadaKubeconfig string) {
 		return
 	}
 	fmt.Printf("lbfed is running: pods of every member are registered on one VIP of a simulated Alteon pair.\n")
-	fmt.Printf("Each request below opens a new connection; answers come from pods of both members:\n\n")
+	fmt.Printf("Each request below opens a new connection; answers come from pods of every member:\n\n")
 	fmt.Printf("  for i in 1 2 3 4 5 6; do curl -s http://%s:%d/; echo; done\n\n", d.VIP, d.Port)
 	fmt.Printf("The LBCF objects on Karmada (kubectl get lb,bg -n %s):\n\n", d.Namespace)
 	out, _ := exec.Command(kubectl, "--kubeconfig="+karmadaKubeconfig, "get", "lb,bg", "-n", d.Namespace, "-o", "wide").CombinedOutput()

@@ -2,7 +2,8 @@
 // plain processes (see package e2e/localup).
 //
 //	localup build             build what is missing into $LBFED_BIN_DIR (default ~/.cache/lbfed/bin)
-//	localup up [--members=2]  start etcd, members and Karmada in the background, print kubectl usage
+//	localup up [--members=2] [--pull-members=0]
+//	                          start etcd, members and Karmada in the background, print kubectl usage
 //	localup down              stop everything `up` started and wait until it is gone
 package main
 

@@ -36,21 +36,24 @@ var afterReady []func(ctx context.Context, t *localup.Topology) error
 
 // upFlags are shared by up and supervise, which receives them verbatim.
 type upFlags struct {
-	dir     string
-	members int
-	nodes   int
-	timeout time.Duration
+	dir         string
+	members     int
+	pullMembers int
+	nodes       int
+	timeout     time.Duration
 }
 
 func (f *upFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.dir, "dir", "", "run folder (default <repo>/.localup/run)")
-	fs.IntVar(&f.members, "members", 2, "number of member clusters (m1..mN)")
+	fs.IntVar(&f.members, "members", 2, "number of member clusters joined in Push mode (m1..mN)")
+	fs.IntVar(&f.pullMembers, "pull-members", 0, "number of further member clusters joined in Pull mode by a karmada-agent each (mN+1..)")
 	fs.IntVar(&f.nodes, "nodes", 2, "kwok fake nodes per member")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up if the topology is not ready in this time")
 }
 
 func (f *upFlags) args() []string {
-	return []string{"--dir=" + f.dir, "--members=" + strconv.Itoa(f.members), "--nodes=" + strconv.Itoa(f.nodes), "--timeout=" + f.timeout.String()}
+	return []string{"--dir=" + f.dir, "--members=" + strconv.Itoa(f.members), "--pull-members=" + strconv.Itoa(f.pullMembers),
+		"--nodes=" + strconv.Itoa(f.nodes), "--timeout=" + f.timeout.String()}
 }
 
 func (f *upFlags) resolveDir() error {
@@ -166,7 +169,11 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("%s\nsee %s and %s", strings.TrimPrefix(result, "error: "), logPath, filepath.Join(f.dir, "logs"))
 	}
-	fmt.Printf("\nKarmada and %d member clusters are up after %.1fs (supervisor pid %d).\n\n", f.members, time.Since(start).Seconds(), cmd.Process.Pid)
+	members := fmt.Sprintf("%d member clusters", f.members)
+	if f.pullMembers > 0 {
+		members = fmt.Sprintf("%d member clusters (%d in Push mode, %d in Pull mode)", f.members+f.pullMembers, f.members, f.pullMembers)
+	}
+	fmt.Printf("\nKarmada and %s are up after %.1fs (supervisor pid %d).\n\n", members, time.Since(start).Seconds(), cmd.Process.Pid)
 	return printUsage(f.dir)
 }
 
@@ -282,6 +289,7 @@ func runSupervise(ctx context.Context, args []string) error {
 	topo, err := localup.StartTopology(startCtx, localup.TopologyOptions{
 		Dir:                f.dir,
 		Members:            f.members,
+		PullMembers:        f.pullMembers,
 		FakeNodesPerMember: f.nodes,
 		// lbfed's CRDs come with its chart (the demo's afterReady hook), as in a real install.
 		AfterReady: afterReady,

@@ -80,11 +80,15 @@ func TestUpDown(t *testing.T) {
 		g.Expect(out).To(ContainSubstring("nothing running"))
 	})
 
-	t.Run("supervisor killed", func(t *testing.T) {
+	t.Run("with a Pull member, supervisor killed", func(t *testing.T) {
 		g := NewWithT(t)
-		out, err := runCLI(t, "up", "--dir="+dir, "--members=1", "--nodes=1")
+		out, err := runCLI(t, "up", "--dir="+dir, "--members=1", "--pull-members=1", "--nodes=1")
 		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("1 in Push mode, 1 in Pull mode"))
+		g.Expect(out).To(ContainSubstring("--kubeconfig=" + filepath.Join(dir, "m2.kubeconfig")))
+		g.Expect(karmadaClusters(g, dir)).To(ConsistOf("m1", "m2"))
 		st := readState(g, dir)
+		g.Expect(st.Processes).To(ContainElement(HaveField("Name", "karmada-agent-m2")))
 		pids, ports := runProcesses(g, st)
 		g.Expect(syscall.Kill(st.SupervisorPID, syscall.SIGKILL)).To(Succeed())
 		expectGone(g, pids, ports, dir)
