@@ -198,10 +198,61 @@ func metric(url, name string, match ...string) float64 {
 
 const wait = 2 * time.Minute
 
+// memberNames are the topology's members, m1 first: the Push members, then the Pull one(s).
+func (w *world) memberNames() []string {
+	var out []string
+	for _, m := range w.topo.Members() {
+		out = append(out, m.Name())
+	}
+	return out
+}
+
+// pullMember is the topology's (first) Pull-mode member, or nil.
+func (w *world) pullMember() *localup.Cluster {
+	for _, m := range w.topo.Members() {
+		if m.SyncMode() == localup.SyncModePull {
+			return m
+		}
+	}
+	return nil
+}
+
+// haveKeys matches a map holding every one of keys.
+func haveKeys(keys ...string) OmegaMatcher {
+	var ms []OmegaMatcher
+	for _, k := range keys {
+		ms = append(ms, HaveKey(k))
+	}
+	return And(ms...)
+}
+
+// readyPodCount is the number of the example's Ready pods over every member.
+func (w *world) readyPodCount() int {
+	n := 0
+	for _, m := range w.ex.Members {
+		n += len(w.readyPods(m))
+	}
+	return n
+}
+
+// allRegistered is every member's registered backends.
+func (w *world) allRegistered() []string {
+	var out []string
+	for _, m := range w.ex.Members {
+		out = append(out, w.registered(m)...)
+	}
+	return out
+}
+
+// TestFederatedLoadBalancing runs over every member of the topology: the Push members and the
+// Pull member beside them (m3, joined by karmada-agent), which reports through its agent — and
+// whose agent can stop while its member keeps running.
 func TestFederatedLoadBalancing(t *testing.T) {
 	w := newWorld(t)
 	g := w.g
-	w.ex = deploy.Example{Namespace: "e2e-web", VIP: fmt.Sprintf("127.3.%d.%d", rand.IntN(250), rand.IntN(250)+1), Port: 80, Replicas: 4, Members: []string{"m1", "m2"}}
+	members := w.memberNames()
+	g.Expect(len(members)).To(BeNumerically(">=", 2))
+	w.ex = deploy.Example{Namespace: "e2e-web", VIP: fmt.Sprintf("127.3.%d.%d", rand.IntN(250), rand.IntN(250)+1), Port: 80, Replicas: 4, Members: members}
 	g.Expect(w.ex.Apply(w.ctx, w.karmada, lbfed)).To(Succeed())
 
 	matches := func(member string) func(g Gomega) {
@@ -211,35 +262,48 @@ func TestFederatedLoadBalancing(t *testing.T) {
 			g.Expect(w.registered(member)).To(Equal(pods))
 		}
 	}
-	t.Run("every Ready pod of both members is registered on the one VIP", func(t *testing.T) {
+	t.Run("every Ready pod of every member is registered on the one VIP", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Eventually(matches("m1"), wait, time.Second).Should(Succeed())
-		g.Eventually(matches("m2"), wait, time.Second).Should(Succeed())
-		g.Expect(len(w.readyPods("m1")) + len(w.readyPods("m2"))).To(Equal(4))
-		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(And(HaveKey("m1"), HaveKey("m2")),
-			"traffic through the VIP reaches pods of both members")
+		for _, m := range members {
+			g.Eventually(matches(m), wait, time.Second).Should(Succeed(), "member %s", m)
+		}
+		g.Expect(w.readyPodCount()).To(Equal(4))
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(haveKeys(members...),
+			"traffic through the VIP reaches pods of every member")
 		g.Expect(metric(lbfed.FederationMetrics, "webhook_calls", `webhook_name="createLoadBalancer"`, w.ex.Namespace+"/radware")).To(Equal(1.0),
 			"the load balancer is created once, whatever the number of members")
 	})
 
 	t.Run("scaling adds exactly the new member's backends", func(t *testing.T) {
 		g := NewWithT(t)
-		before := map[string][]string{"m1": w.registered("m1"), "m2": w.registered("m2")}
+		before := map[string][]string{}
+		for _, m := range members {
+			before[m] = w.registered(m)
+		}
 		dep := &appsv1.Deployment{}
 		g.Expect(w.karmada.Get(w.ctx, client.ObjectKey{Namespace: w.ex.Namespace, Name: "web"}, dep)).To(Succeed())
 		five := int32(5)
 		dep.Spec.Replicas = &five
 		g.Expect(w.karmada.Update(w.ctx, dep)).To(Succeed())
-		g.Eventually(func() int { return len(w.readyPods("m1")) + len(w.readyPods("m2")) }, wait, time.Second).Should(Equal(5))
-		g.Eventually(matches("m1"), wait, time.Second).Should(Succeed())
-		g.Eventually(matches("m2"), wait, time.Second).Should(Succeed())
-		grown, same := "m1", "m2"
-		if len(w.registered("m2")) > len(before["m2"]) {
-			grown, same = "m2", "m1"
+		g.Eventually(w.readyPodCount, wait, time.Second).Should(Equal(5))
+		for _, m := range members {
+			g.Eventually(matches(m), wait, time.Second).Should(Succeed(), "member %s", m)
 		}
-		g.Expect(w.registered(same)).To(Equal(before[same]), "the other member's backends are untouched")
-		g.Expect(w.registered(grown)).To(HaveLen(len(before[grown]) + 1))
-		g.Expect(w.registered(grown)).To(ContainElements(before[grown]))
+		var grown []string
+		for _, m := range members {
+			if len(w.registered(m)) != len(before[m]) {
+				grown = append(grown, m)
+			}
+		}
+		g.Expect(grown).To(HaveLen(1), "one member got the new replica")
+		for _, m := range members {
+			if m == grown[0] {
+				g.Expect(w.registered(m)).To(HaveLen(len(before[m]) + 1))
+				g.Expect(w.registered(m)).To(ContainElements(before[m]))
+			} else {
+				g.Expect(w.registered(m)).To(Equal(before[m]), "the other members' backends are untouched (%s)", m)
+			}
+		}
 	})
 
 	t.Run("a member pod turning NotReady is deregistered", func(t *testing.T) {
@@ -257,8 +321,18 @@ func TestFederatedLoadBalancing(t *testing.T) {
 		g.Eventually(w.registered, wait).WithArguments("m1").ShouldNot(ContainElement(p.Status.PodIP + ":8080"))
 	})
 
+	// Member i (from 0) gets weight 2i+1: m1 keeps the template's 1, the others are overridden.
+	weight := func(i int) int { return 2*i + 1 }
 	t.Run("a per-cluster weight set by an OverridePolicy reaches the device", func(t *testing.T) {
 		g := NewWithT(t)
+		var rules strings.Builder
+		for i, m := range members[1:] {
+			fmt.Fprintf(&rules, `
+  - targetCluster: {clusterNames: [%s]}
+    overriders:
+      plaintext:
+      - {path: /spec/parameters/weight, operator: replace, value: "%d"}`, m, weight(i+1))
+		}
 		op := &unstructured.Unstructured{}
 		g.Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
 apiVersion: policy.karmada.io/v1alpha1
@@ -267,23 +341,17 @@ metadata: {name: web-weight, namespace: %s}
 spec:
   resourceSelectors:
   - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
-  overrideRules:
-  - targetCluster: {clusterNames: [m2]}
-    overriders:
-      plaintext:
-      - {path: /spec/parameters/weight, operator: replace, value: "3"}
-`, w.ex.Namespace)), &op.Object)).To(Succeed())
+  overrideRules:%s
+`, w.ex.Namespace, rules.String())), &op.Object)).To(Succeed())
 		g.Expect(deploy.Apply(w.ctx, w.karmada, op)).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			weights := w.deviceWeights(g)
-			m1, m2 := w.readyPods("m1"), w.readyPods("m2")
-			g.Expect(m1).NotTo(BeEmpty())
-			g.Expect(m2).NotTo(BeEmpty())
-			for _, addr := range m1 {
-				g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], 1), "m1 keeps the template's weight")
-			}
-			for _, addr := range m2 {
-				g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], 3), "m2's override reaches its real servers")
+			for i, m := range members {
+				pods := w.readyPods(m)
+				g.Expect(pods).NotTo(BeEmpty(), m)
+				for _, addr := range pods {
+					g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], weight(i)), "%s's weight reaches its real servers", m)
+				}
 			}
 		}, wait, time.Second).Should(Succeed())
 	})
@@ -299,18 +367,46 @@ spec:
 		six := int32(6)
 		dep.Spec.Replicas = &six
 		g.Expect(w.karmada.Update(w.ctx, dep)).To(Succeed())
-		g.Eventually(func() int { return len(w.readyPods("m1")) + len(w.readyPods("m2")) }, wait, time.Second).Should(BeNumerically(">=", 5))
+		g.Eventually(w.readyPodCount, wait, time.Second).Should(BeNumerically(">=", 5))
 		g.Eventually(func(g Gomega) {
-			matches("m1")(g)
-			matches("m2")(g)
+			for _, m := range members {
+				matches(m)(g)
+			}
 			weights := w.deviceWeights(g)
-			for _, addr := range append(w.registered("m1"), w.registered("m2")...) {
+			for _, addr := range w.allRegistered() {
 				g.Expect(weights).To(HaveKey(strings.Split(addr, ":")[0]), "every registered backend is on the new master")
 			}
 		}, wait, time.Second).Should(Succeed())
-		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(And(HaveKey("m1"), HaveKey("m2")),
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(haveKeys(members...),
 			"traffic through the VIP after the failover")
 	})
+
+	// The others serve while one member is lost: FailStatic withdraws it after the grace period.
+	others := func(lost string) []string {
+		var out []string
+		for _, m := range members {
+			if m != lost {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	// heal re-reports a member's pods Ready where its node lifecycle controller marked them
+	// NotReady while the member was lost (node leases ran out, and it re-marks them until the
+	// nodes are Ready again); kwok does not re-report them as a kubelet would.
+	heal := func(g Gomega, member string) {
+		list := &corev1.PodList{}
+		g.Expect(w.members[member].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"})).To(Succeed())
+		for i := range list.Items {
+			p := &list.Items[i]
+			for j, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+					p.Status.Conditions[j].Status = corev1.ConditionTrue
+					_ = w.members[member].Status().Update(w.ctx, p)
+				}
+			}
+		}
+	}
 
 	t.Run("a member whose API server stops is deregistered after the grace period, and comes back", func(t *testing.T) {
 		g := NewWithT(t)
@@ -323,38 +419,54 @@ spec:
 			}
 		}()
 		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments("m2").Should(BeEmpty())
-		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(HaveKey("m1"), Not(HaveKey("m2"))))
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(haveKeys(others("m2")...), Not(HaveKey("m2"))))
 		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGCONT)).To(Succeed())
 		stopped = false
-		// Meanwhile m2's node lifecycle controller may have marked its pods NotReady (node leases
-		// ran out, and it re-marks them until the nodes are Ready again); kwok does not re-report
-		// them as a kubelet would, so do it in its place until they stay Ready.
-		heal := func(g Gomega) {
-			list := &corev1.PodList{}
-			g.Expect(w.members["m2"].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"})).To(Succeed())
-			for i := range list.Items {
-				p := &list.Items[i]
-				for j, c := range p.Status.Conditions {
-					if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
-						p.Status.Conditions[j].Status = corev1.ConditionTrue
-						_ = w.members["m2"].Status().Update(w.ctx, p)
-					}
-				}
-			}
-		}
 		g.Eventually(func(g Gomega) {
-			heal(g)
+			heal(g, "m2")
 			matches("m2")(g)
 		}, 4*time.Minute, 2*time.Second).Should(Succeed())
+	})
+
+	// Pull mode only: the member runs on, but nothing reports it any more. Karmada marks the
+	// Cluster not Ready when the agent's lease runs out (karmada-controller-manager, ≈ 40 s),
+	// the federation withdraws the member after its grace period while the others serve, and
+	// registers it again from the agent's reports once the agent runs again.
+	t.Run("a Pull member whose karmada-agent stops is deregistered after the grace period, and comes back", func(t *testing.T) {
+		pull := w.pullMember()
+		if pull == nil {
+			t.Skip("no Pull member in this topology")
+		}
+		g := NewWithT(t)
+		name := pull.Name()
+		g.Expect(w.registered(name)).NotTo(BeEmpty())
+		agent := w.process("karmada-agent-" + name)
+		g.Expect(syscall.Kill(agent.PID(), syscall.SIGSTOP)).To(Succeed())
+		stopped := true
+		defer func() {
+			if stopped {
+				_ = syscall.Kill(agent.PID(), syscall.SIGCONT)
+			}
+		}()
+		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments(name).Should(BeEmpty())
+		g.Expect(w.readyPods(name)).NotTo(BeEmpty(), "the member itself runs on: only its agent stopped")
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(haveKeys(others(name)...), Not(HaveKey(name))))
+		g.Expect(syscall.Kill(agent.PID(), syscall.SIGCONT)).To(Succeed())
+		stopped = false
+		g.Eventually(func(g Gomega) {
+			heal(g, name)
+			matches(name)(g)
+		}, 4*time.Minute, 2*time.Second).Should(Succeed())
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(40) }, wait, time.Second).Should(haveKeys(members...))
 	})
 
 	t.Run("deleting the group deregisters all, deleting the load balancer removes it once", func(t *testing.T) {
 		g := NewWithT(t)
 		bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: w.ex.Namespace, Name: "web"}}
-		all := append(w.registered("m1"), w.registered("m2")...)
+		all := w.allRegistered()
 		g.Expect(all).NotTo(BeEmpty())
 		g.Expect(w.karmada.Delete(w.ctx, bg)).To(Succeed())
-		g.Eventually(func() int { return len(w.registered("m1")) + len(w.registered("m2")) }, wait, time.Second).Should(BeZero())
+		g.Eventually(func() []string { return w.allRegistered() }, wait, time.Second).Should(BeEmpty())
 		lb := &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: w.ex.Namespace, Name: "web-vip"}}
 		g.Expect(w.karmada.Delete(w.ctx, lb)).To(Succeed())
 		g.Eventually(func() bool {

@@ -1,9 +1,10 @@
 //go:build e2e
 
-// Package federation_test is the end-to-end suite of the federation: Karmada + two members as
-// local processes (e2e/localup), lbfed deployed on them as processes (e2e/deploy), the Radware
-// driver over a simulated Alteon HA pair as the shared front end, and traffic through its VIP
-// reaching pods of both members. Run with `make test-e2e`.
+// Package federation_test is the end-to-end suite of the federation: Karmada + two members
+// joined in Push mode and a third, m3, joined in Pull mode (karmada-agent), as local processes
+// (e2e/localup), lbfed deployed on them as processes (e2e/deploy), the Radware driver over a
+// simulated Alteon HA pair as the shared front end, and traffic through its VIP reaching pods of
+// every member. Run with `make test-e2e`.
 package federation_test
 
 import (
@@ -22,10 +23,12 @@ var lbfed *deploy.Deployment
 
 func TestMain(m *testing.M) {
 	// lbfed's CRDs come with its chart (deploy.Start), as in a real install.
-	// Members in network namespaces of their own where this process may create them (root), so
-	// that TestFailStatic can cut them off from Karmada; elsewhere it skips.
+	// Push members in network namespaces of their own where this process may create them (root),
+	// so that TestFailStatic can cut them off from Karmada; elsewhere it skips. The Pull member
+	// stays in the host namespace, where its agent reaches karmada-apiserver.
 	testenv.MainTopology(m, localup.TopologyOptions{
 		MemberNetNS: localup.NetNSSupported() == nil,
+		PullMembers: 1,
 		AfterReady:  []func(context.Context, *localup.Topology) error{startLbfed},
 	})
 }
