@@ -2,7 +2,7 @@
 // Helm chart's rendered manifests as a platform team would install it: the chart's objects go
 // to the Karmada API server (CRDs, RBAC, the resource interpreter registration, and a
 // ClusterPropagationPolicy that brings the CRDs and lbcf-controller --mode=member to every
-// member), and where a kubelet would run the chart's Deployments, their containers run as
+// member, Push or Pull), and where a kubelet would run the chart's Deployments, their containers run as
 // processes with the same arguments, certificates and service-account permissions. The shared
 // front end is a simulated Radware Alteon HA pair with elb-driver, outside the Karmada host
 // cluster as a production driver usually is, wired as the lbfed chart documents: it serves HTTPS
@@ -458,6 +458,9 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 	}
 
 	// Every member: what the propagation policy put there, run as lbcf-controller --mode=member.
+	// A Pull member is no different here: its karmada-agent applied the same objects, and its
+	// lbcf-controller runs in the host network namespace, where the agent also calls the
+	// interpreter URL above.
 	for i, m := range members {
 		hook, metrics, probe := a[3+3*i], a[4+3*i], a[5+3*i]
 		// A member in its own network namespace (localup.ClusterOptions.NetNS) runs its

@@ -86,9 +86,41 @@
 // with Topology.StartProcess. `make up` runs this topology in the background
 // (cmd/localup); its kubeconfigs are in .localup/run/{karmada,m1,m2}.kubeconfig.
 //
+// # Pull-mode members
+//
+// TopologyOptions.PullMembers adds members joined in Pull mode, named after the Push ones (m3
+// with two Push members; `make up PULL_MEMBERS=1`, `localup up --pull-members=1`). Each is a
+// member like the others (same processes, fake nodes and pod responder) plus a karmada-agent,
+// run as a process next to it with admin kubeconfigs for its member (--kubeconfig) and for
+// karmada-apiserver (--karmada-kubeconfig) — upstream it runs in the member with a certificate
+// from `karmadactl register`'s bootstrap token. The agent registers the Cluster (spec.syncMode
+// Pull, spec.apiEndpoint = the member's API server, as karmadactl register sets it, and the
+// tokens of the karmada-cluster ServiceAccounts it creates in the member), keeps its lease,
+// reports its status, applies the member's Works and reports their status. Cluster.SyncMode
+// tells the members apart; the agent's process is karmada-agent-<member>.
+//
+// What differs from a Push member, and matters to what runs on the topology:
+//
+//   - karmada-controller-manager never dials a Pull member. Its Works (karmada-es-<member>) are
+//     applied by the agent; without it they wait.
+//   - The agent calls the resource interpreter webhooks for the member's objects: InterpretStatus
+//     and InterpretHealth (work status), Retain (when it updates an object); the control plane
+//     keeps the others (AggregateStatus, InterpretDependency, replica operations). A webhook
+//     registered by URL must be reachable from where the agent runs — here 127.0.0.1 in the
+//     host, as for karmada-controller-manager.
+//   - Karmada learns that the member is lost from its lease: when the agent stops, the Cluster
+//     turns not Ready after the lease duration (40 s) although the member runs on.
+//   - Karmada's cluster proxy (clusters/<member>/proxy) reaches the member at spec.apiEndpoint,
+//     directly from karmada-aggregated-apiserver: here it can; where it cannot (no endpoint, or
+//     one the control plane does not reach — Cluster.spec.proxyURL, the agent's
+//     --proxy-server-address, is upstream's answer), reads through the proxy fail.
+//   - A Pull member always stays in the host network namespace, even with MemberNetNS: its agent
+//     dials karmada-apiserver on 127.0.0.1. It has no Link; to lose it, stop its agent (SIGSTOP
+//     the process) or its API server.
+//
 // # Cutting a member off from Karmada
 //
-// With ClusterOptions.NetNS (TopologyOptions.MemberNetNS), and as root, a member runs its own
+// With ClusterOptions.NetNS (TopologyOptions.MemberNetNS), and as root, a (Push) member runs its own
 // etcd, kube-apiserver, controllers and kwok inside a network namespace of its own, reached over
 // two veth links with addresses in 10.231.N.0/29: Karmada joins it over the peer link, which
 // Cluster.Link().Cut() drops like a network partition, and everything else — tests, the pod

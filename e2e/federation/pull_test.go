@@ -1,0 +1,88 @@
+//go:build e2e
+
+package federation_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbfed/lbfed/e2e/localup"
+)
+
+// TestPullMemberPods: the pods drivers get for a Pull member's backends (lbfed-controller
+// --federation-member-pods). Karmada's cluster proxy reaches a Pull member at the
+// spec.apiEndpoint its karmada-agent registered (--cluster-api-endpoint; karmadactl register
+// gives the member kubeconfig's server) with the impersonator token the agent reported, as it
+// reaches a Push member. Where the control plane cannot reach that endpoint — often why a member
+// is in Pull mode — or the agent registered none, the read fails and the driver gets the
+// synthetic pod, annotated with the reason; the backend is registered all the same. The time
+// from the pod being Ready to its registration is logged for each case, against the reachable
+// member as the baseline.
+func TestPullMemberPods(t *testing.T) {
+	p := newParityEnv(t)
+	var pull *localup.Cluster
+	for _, m := range p.topo.Members() {
+		if m.SyncMode() == localup.SyncModePull {
+			pull = m
+		}
+	}
+	if pull == nil {
+		t.Skip("no Pull member in this topology")
+	}
+	cluster := &unstructured.Unstructured{}
+	cluster.SetAPIVersion("cluster.karmada.io/v1alpha1")
+	cluster.SetKind("Cluster")
+	cluster.SetName(pull.Name())
+	setEndpoint := func(g Gomega, endpoint string) {
+		value := "null"
+		if endpoint != "" {
+			value = fmt.Sprintf("%q", endpoint)
+		}
+		g.Expect(p.karmada.Patch(p.ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"apiEndpoint":`+value+`}}`)))).To(Succeed())
+	}
+	t.Cleanup(func() { setEndpoint(NewWithT(t), pull.Host()) })
+
+	for i, tc := range []struct {
+		name, endpoint string
+		reachable      bool
+	}{
+		{"the API endpoint the agent registered: the member's own pod", pull.Host(), true},
+		{"an API endpoint the control plane cannot reach: a synthetic pod, registered", "https://192.0.2.1:6443", false},
+		{"no API endpoint: a synthetic pod, registered", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			setEndpoint(g, tc.endpoint)
+			d := p.serveDriver(t)
+			ns := p.namespace(t, fmt.Sprintf("pull-pod%d", i))
+			p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "pp-lb", "mem")+
+				podGroupYAML(ns, "pp", "pp", []string{"pp-lb"}, "")+placementYAML(ns, "pp", []string{pull.Name()}, "pp"))
+			lbID := p.memLBID(g, ns, "pp-lb")
+			p.createPod(g, pull.Name(), ns, "pp-1", map[string]string{"app": "pp"}, map[string]string{"parity.lbfed.io/note": "real"})
+			pod := p.readyPod(g, pull.Name(), ns, "pp-1")
+			ready := time.Now()
+			g.Eventually(d.BackendAddrs, parityWait, 100*time.Millisecond).WithArguments(lbID).Should(Equal([]string{addr8080(pod)}))
+			t.Logf("figure: Pull member, %s: pod Ready -> registered in %s", tc.name, time.Since(ready).Round(100*time.Millisecond))
+			sent := podSentToDriver(d, "pp-1")
+			g.Expect(sent).NotTo(BeNil(), "generateBackendAddr was called for the pod")
+			t.Logf("pod sent to generateBackendAddr: source %q, reason %q", sent.Annotations[podSource], sent.Annotations[podSourceReason])
+			if tc.reachable {
+				requireRealPods(t, g, sent)
+				g.Expect(sent.Annotations).To(HaveKeyWithValue("parity.lbfed.io/note", "real"), "the member pod's annotations")
+				g.Expect(sent.UID).To(Equal(pod.UID))
+				return
+			}
+			g.Expect(sent.Annotations).To(HaveKeyWithValue(podSource, "synthetic"))
+			g.Expect(sent.Annotations).To(HaveKeyWithValue(podSourceReason, ContainSubstring("member pod unreadable")))
+			g.Expect(sent.Name).To(Equal("pp-1"))
+			g.Expect(sent.Status.PodIP).To(Equal(pod.Status.PodIP), "the synthetic pod carries what the report knows")
+			g.Expect(p.registeredAddrs(g, ns, nil)).To(Equal([]string{addr8080(pod)}), "the record is Registered")
+		})
+	}
+}
