@@ -41,6 +41,7 @@ replace (
 )
 
 tool (
+	github.com/karmada-io/karmada/cmd/agent
 	github.com/karmada-io/karmada/cmd/aggregated-apiserver
 	github.com/karmada-io/karmada/cmd/controller-manager
 	github.com/karmada-io/karmada/cmd/karmadactl
