@@ -4,6 +4,7 @@ package federation_test
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -47,6 +48,28 @@ func TestPullMemberPods(t *testing.T) {
 		g.Expect(p.karmada.Patch(p.ctx, cluster, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"apiEndpoint":`+value+`}}`)))).To(Succeed())
 	}
 	t.Cleanup(func() { setEndpoint(NewWithT(t), pull.Host()) })
+	// An endpoint that accepts connections and never answers, as a firewall that swallows
+	// packets does: each read waits for a timeout.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
 
 	for i, tc := range []struct {
 		name, endpoint string
@@ -55,6 +78,7 @@ func TestPullMemberPods(t *testing.T) {
 		{"the API endpoint the agent registered: the member's own pod", pull.Host(), true},
 		{"an API endpoint the control plane cannot reach: a synthetic pod, registered", "https://192.0.2.1:6443", false},
 		{"no API endpoint: a synthetic pod, registered", "", false},
+		{"an API endpoint that never answers: a synthetic pod, registered", "https://" + silent.Addr().String(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
