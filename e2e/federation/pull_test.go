@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,25 +89,39 @@ func TestPullMemberPods(t *testing.T) {
 			p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "pp-lb", "mem")+
 				podGroupYAML(ns, "pp", "pp", []string{"pp-lb"}, "")+placementYAML(ns, "pp", []string{pull.Name()}, "pp"))
 			lbID := p.memLBID(g, ns, "pp-lb")
-			p.createPod(g, pull.Name(), ns, "pp-1", map[string]string{"app": "pp"}, map[string]string{"parity.lbfed.io/note": "real"})
-			pod := p.readyPod(g, pull.Name(), ns, "pp-1")
-			ready := time.Now()
-			g.Eventually(d.BackendAddrs, parityWait, 100*time.Millisecond).WithArguments(lbID).Should(Equal([]string{addr8080(pod)}))
-			t.Logf("figure: Pull member, %s: pod Ready -> registered in %s", tc.name, time.Since(ready).Round(100*time.Millisecond))
-			sent := podSentToDriver(d, "pp-1")
-			g.Expect(sent).NotTo(BeNil(), "generateBackendAddr was called for the pod")
-			t.Logf("pod sent to generateBackendAddr: source %q, reason %q", sent.Annotations[podSource], sent.Annotations[podSourceReason])
-			if tc.reachable {
-				requireRealPods(t, g, sent)
-				g.Expect(sent.Annotations).To(HaveKeyWithValue("parity.lbfed.io/note", "real"), "the member pod's annotations")
-				g.Expect(sent.UID).To(Equal(pod.UID))
-				return
+			// Several pods at once: a read that waits costs each of them.
+			const pods = 4
+			var want []string
+			ready := map[string]*corev1.Pod{}
+			for j := 1; j <= pods; j++ {
+				p.createPod(g, pull.Name(), ns, fmt.Sprintf("pp-%d", j), map[string]string{"app": "pp"}, map[string]string{"parity.lbfed.io/note": "real"})
 			}
-			g.Expect(sent.Annotations).To(HaveKeyWithValue(podSource, "synthetic"))
-			g.Expect(sent.Annotations).To(HaveKeyWithValue(podSourceReason, ContainSubstring("member pod unreadable")))
-			g.Expect(sent.Name).To(Equal("pp-1"))
-			g.Expect(sent.Status.PodIP).To(Equal(pod.Status.PodIP), "the synthetic pod carries what the report knows")
-			g.Expect(p.registeredAddrs(g, ns, nil)).To(Equal([]string{addr8080(pod)}), "the record is Registered")
+			for j := 1; j <= pods; j++ {
+				pod := p.readyPod(g, pull.Name(), ns, fmt.Sprintf("pp-%d", j))
+				ready[pod.Name] = pod
+				want = append(want, addr8080(pod))
+			}
+			start := time.Now()
+			g.Eventually(d.BackendAddrs, parityWait, 100*time.Millisecond).WithArguments(lbID).Should(Equal(sortedAddrs(want...)))
+			t.Logf("figure: Pull member, %s: %d pods Ready -> all registered in %s", tc.name, pods, time.Since(start).Round(100*time.Millisecond))
+			for name, pod := range ready {
+				sent := podSentToDriver(d, name)
+				g.Expect(sent).NotTo(BeNil(), "generateBackendAddr was called for %s", name)
+				if name == "pp-1" {
+					t.Logf("pod sent to generateBackendAddr: source %q, reason %q", sent.Annotations[podSource], sent.Annotations[podSourceReason])
+				}
+				if tc.reachable {
+					requireRealPods(t, g, sent)
+					g.Expect(sent.Annotations).To(HaveKeyWithValue("parity.lbfed.io/note", "real"), "the member pod's annotations")
+					g.Expect(sent.UID).To(Equal(pod.UID))
+					continue
+				}
+				g.Expect(sent.Annotations).To(HaveKeyWithValue(podSource, "synthetic"))
+				g.Expect(sent.Annotations).To(HaveKeyWithValue(podSourceReason, ContainSubstring("member pod unreadable")))
+				g.Expect(sent.Name).To(Equal(name))
+				g.Expect(sent.Status.PodIP).To(Equal(pod.Status.PodIP), "the synthetic pod carries what the report knows")
+			}
+			g.Expect(p.registeredAddrs(g, ns, nil)).To(Equal(sortedAddrs(want...)), "the records are Registered")
 		})
 	}
 }
