@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -81,8 +82,11 @@ func markSynthetic(p *corev1.Pod, reason string) *corev1.Pod {
 // ClusterProxyPods is a MemberPodFetcher reading pods through Karmada's cluster proxy
 // (/apis/cluster.karmada.io/v1alpha1/clusters/<cluster>/proxy/api/v1/namespaces/<ns>/pods/<name>)
 // on the Karmada API server, with a short cache: a burst of records of one pod (one per port and
-// load balancer) costs one read. The identity in the rest config needs the clusters/proxy
-// subresource (verb get) of cluster.karmada.io.
+// load balancer) costs one read. A member the proxy cannot reach (the read fails or times out,
+// or the proxy answers 5xx: a Pull-mode member with no or an unreachable API endpoint) is not
+// read again for the cache's TTL: its other pods fail at once instead of each waiting for the
+// timeout. The identity in the rest config needs the clusters/proxy subresource (verb get) of
+// cluster.karmada.io.
 type ClusterProxyPods struct {
 	base   *url.URL
 	client *http.Client
@@ -93,6 +97,8 @@ type ClusterProxyPods struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedPod
+	// down holds, per member, the failure that showed the proxy cannot reach it.
+	down map[string]cachedPod
 }
 
 type cachedPod struct {
@@ -119,7 +125,7 @@ func NewClusterProxyPods(cfg *rest.Config, ttl time.Duration) (*ClusterProxyPods
 	if ttl <= 0 {
 		ttl = 10 * time.Second
 	}
-	return &ClusterProxyPods{base: base, client: hc, ttl: ttl, timeout: 5 * time.Second, max: 10000, cache: map[string]cachedPod{}}, nil
+	return &ClusterProxyPods{base: base, client: hc, ttl: ttl, timeout: 5 * time.Second, max: 10000, cache: map[string]cachedPod{}, down: map[string]cachedPod{}}, nil
 }
 
 var _ MemberPodFetcher = &ClusterProxyPods{}
@@ -133,10 +139,20 @@ func (f *ClusterProxyPods) MemberPod(ctx context.Context, cluster, namespace, na
 		f.mu.Unlock()
 		return c.pod, c.err
 	}
+	if d, ok := f.down[cluster]; ok && now.Sub(d.at) < f.ttl {
+		f.mu.Unlock()
+		return nil, d.err
+	}
 	f.mu.Unlock()
 	pod, err := f.get(ctx, cluster, namespace, name)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var unreachable *memberUnreachableError
+	if errors.As(err, &unreachable) {
+		f.down[cluster] = cachedPod{err: fmt.Errorf("%w (member %s not read again until %s)", err, cluster, now.Add(f.ttl).UTC().Format(time.RFC3339)), at: now}
+	} else if err == nil {
+		delete(f.down, cluster)
+	}
 	if len(f.cache) >= f.max {
 		for k, c := range f.cache {
 			if now.Sub(c.at) >= f.ttl {
@@ -164,7 +180,10 @@ func (f *ClusterProxyPods) get(ctx context.Context, cluster, namespace, name str
 	req.Header.Set("Accept", "application/json")
 	rsp, err := f.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("get pod %s/%s of cluster %s: %w", namespace, name, cluster, err)
+		if ctx.Err() != nil && context.Cause(ctx) != context.DeadlineExceeded {
+			return nil, fmt.Errorf("get pod %s/%s of cluster %s: %w", namespace, name, cluster, err) // the caller gave up
+		}
+		return nil, &memberUnreachableError{fmt.Errorf("get pod %s/%s of cluster %s: %w", namespace, name, cluster, err)}
 	}
 	defer rsp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(rsp.Body, 4<<20))
@@ -172,7 +191,12 @@ func (f *ClusterProxyPods) get(ctx context.Context, cluster, namespace, name str
 		return nil, fmt.Errorf("read pod %s/%s of cluster %s: %w", namespace, name, cluster, err)
 	}
 	if rsp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("get pod %s/%s of cluster %s: HTTP %d: %.200s", namespace, name, cluster, rsp.StatusCode, body)
+		err := fmt.Errorf("get pod %s/%s of cluster %s: HTTP %d: %.200s", namespace, name, cluster, rsp.StatusCode, body)
+		if rsp.StatusCode >= 500 {
+			// The proxy's own failure to reach the member (dial, TLS, no endpoint), not the pod's.
+			return nil, &memberUnreachableError{err}
+		}
+		return nil, err
 	}
 	pod := &corev1.Pod{}
 	if err := json.Unmarshal(body, pod); err != nil {
@@ -183,3 +207,8 @@ func (f *ClusterProxyPods) get(ctx context.Context, cluster, namespace, name str
 	}
 	return pod, nil
 }
+
+// memberUnreachableError is a read that failed for the member as a whole, not for one pod.
+type memberUnreachableError struct{ error }
+
+func (e *memberUnreachableError) Unwrap() error { return e.error }
