@@ -2,7 +2,9 @@
 
 // Package interpreter_test runs lbfed's resource interpreter end to end: the lbfed-controller
 // binary (interpreter only, self-signed certificate, generated webhook configuration) registered
-// with a real Karmada control plane and two member clusters started by e2e/localup; then the
+// with a real Karmada control plane and two member clusters started by e2e/localup — m1 joined
+// in Push mode, m2 in Pull mode, so that m2's objects are interpreted (InterpretStatus,
+// InterpretHealth, Retain) by its karmada-agent and m1's by karmada-controller-manager; then the
 // same suite once more with Karmada's Lua ResourceInterpreterCustomizations instead of the
 // webhook. Member BackendGroup statuses are written directly, as lbcf-controller --mode=member
 // writes them.
@@ -51,8 +53,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testenv.MainTopology(m, localup.TopologyOptions{
-		CRDs:       crds,
-		AfterReady: []func(context.Context, *localup.Topology) error{startInterpreter},
+		CRDs: crds,
+		// m1 in Push mode, m2 in Pull mode: both callers of the interpreter.
+		Members:     1,
+		PullMembers: 1,
+		AfterReady:  []func(context.Context, *localup.Topology) error{startInterpreter},
 	})
 }
 
