@@ -40,8 +40,9 @@ import (
 
 func TestMain(m *testing.M) {
 	// No LBCF CRDs up front: the chart brings them to Karmada and, through its propagation
-	// policy, to the members.
-	testenv.MainTopology(m, localup.TopologyOptions{})
+	// policy, to the members: m1 and m2 in Push mode, m3 in Pull mode (its karmada-agent applies
+	// them and calls the interpreter for its reports).
+	testenv.MainTopology(m, localup.TopologyOptions{PullMembers: 1})
 }
 
 const (
