@@ -202,14 +202,12 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 // Cluster's Ready condition.
 func (t *Topology) join(ctx context.Context, timeout time.Duration) error {
 	g, gctx := errgroup.WithContext(ctx)
-	var watch []*Process
 	for _, m := range t.members {
 		if m.pull {
-			agent, err := t.startAgent(m)
-			if err != nil {
+			// Watched, with every other daemon, by the wait below.
+			if _, err := t.startAgent(m); err != nil {
 				return err
 			}
-			watch = append(watch, agent)
 			continue
 		}
 		g.Go(func() error {
@@ -233,7 +231,7 @@ func (t *Topology) join(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, timeout, "member clusters Ready", append(t.sup.daemons(), watch...), func(ctx context.Context) error {
+	return waitFor(ctx, timeout, "member clusters Ready", t.sup.daemons(), func(ctx context.Context) error {
 		for _, m := range t.members {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.karmada.io", Version: "v1alpha1", Kind: "Cluster"})
