@@ -47,6 +47,14 @@ func BenchmarkStart(b *testing.B) {
 			}
 			return t.Stop, t.Processes, nil
 		}},
+		// The same plus a third member joined in Pull mode (its karmada-agent).
+		{"topology-pull", func() (func() error, func() []*Process, error) {
+			t, err := StartTopology(b.Context(), TopologyOptions{Binaries: bins, PullMembers: 1})
+			if err != nil {
+				return nil, nil, err
+			}
+			return t.Stop, t.Processes, nil
+		}},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
