@@ -260,7 +260,9 @@ func (r *ReadinessGateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !HasReadinessGate(pod) || pod.DeletionTimestamp != nil {
+	if !HasReadinessGate(pod) || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+		// Not started yet: nothing to register, and nothing to say that the kubelet's
+		// ReadinessGatesNotReady does not already say (one write per pod saved).
 		return ctrl.Result{}, nil
 	}
 	groups := &lbcfv1beta1.BackendGroupList{}
