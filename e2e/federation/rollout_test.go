@@ -360,11 +360,12 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 		// Device defaults: failed after 4 checks 2 s apart; then nothing fails any more.
 		time.Sleep(12 * time.Second)
 		first := l.stop()
+		window := time.Since(killed)
 		l = w.startLoad(5 * time.Minute)
 		time.Sleep(10 * time.Second)
 		after := l.stop()
 		w.annotatePod("m1", victim.Name, "")
-		figures["(e) process gone, until failed by the health check"] = fmt.Sprintf("%s (first %s after the kill)", first, time.Since(killed).Round(time.Second))
+		figures["(e) process gone, until failed by the health check"] = fmt.Sprintf("%s (the %s after the kill)", first, window.Round(100*time.Millisecond))
 		figures["(e) process gone, afterwards"] = after.String()
 		w.g.Expect(first.Failed).To(BeNumerically(">", 0), "the dead process cost requests: "+first.String())
 		w.g.Expect(after.Failed).To(BeZero(), "the health check took it out: "+after.String())
