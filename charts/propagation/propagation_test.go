@@ -113,7 +113,7 @@ func TestChartOnKarmada(t *testing.T) {
 			g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-webhook-tls"}, &corev1.Secret{})).To(Succeed())
 			mw := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			g.Expect(mc.Get(ctx, client.ObjectKey{Name: "lbfed-lbcf-controller"}, mw)).To(Succeed())
-			g.Expect(mw.Webhooks).To(HaveLen(3))
+			g.Expect(mw.Webhooks).To(HaveLen(4), "the LBCF kinds' three and the readiness gate's injection")
 			vw := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			g.Expect(mc.Get(ctx, client.ObjectKey{Name: "lbfed-lbcf-controller"}, vw)).To(Succeed())
 			g.Expect(vw.Webhooks).To(HaveLen(3))
