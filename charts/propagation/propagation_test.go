@@ -176,7 +176,8 @@ func TestChartOnKarmada(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		data, err := os.ReadFile(lbfedLog)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(strings.Count(string(data), "Starting workers")).To(Equal(4))
+		// drivers, LoadBalancers, BackendGroups, records and the registration reporter
+		g.Expect(strings.Count(string(data), "Starting workers")).To(Equal(5))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	for _, proc := range topo.Processes() {
 		if strings.HasPrefix(proc.Name, "lbfed-controller") || strings.HasPrefix(proc.Name, "lbcf-controller") {
