@@ -34,7 +34,12 @@ type BackendGroupReconciler struct {
 	// ResyncPeriod re-reconciles every group periodically, as a guard against drift.
 	ResyncPeriod time.Duration
 
+	// Addr, when set, builds the generateBackendAddr requests of the records about to be created:
+	// a record created with its address costs one API write less (see AnnotationBackendAddr).
+	Addr AddrRequestBuilder
+
 	wakeups *recordWakeups // shared with the BackendRecord reconciler by SetupEngine
+	budget  *driverBudget  // idem: the address calls count in the drivers' budgets
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -305,6 +310,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx)
+	pre := r.preGenerator(ctx, bg, toCreate)
 	var mu sync.Mutex
 	var errs []error
 	sem := make(chan struct{}, r.WriteParallelism)
@@ -314,6 +320,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			withAddr := o.verb == "Create" && pre.generate(ctx, o.br)
 			err := w.do(ctx, o.br, o.verb, func() error {
 				switch o.verb {
 				case "Delete":
@@ -324,6 +331,9 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 				err := r.Create(ctx, o.br)
 				if apierrors.IsAlreadyExists(err) {
 					return nil // a record of the same backend still being deregistered: next round
+				}
+				if err == nil && withAddr {
+					pre.created(o.br)
 				}
 				return err
 			})

@@ -29,6 +29,7 @@ func BenchmarkRegister5000Pods(b *testing.B) {
 		b.StopTimer()
 		e := newEnv(b)
 		e.cfg.QPS, e.cfg.Burst = 500, 1000 // lbcf-controller's defaults
+		writes := e.countWrites()
 		e.driverObj("mem")
 		e.lb("lb1", "mem")
 		createPods(b, e, n)
@@ -53,6 +54,12 @@ func BenchmarkRegister5000Pods(b *testing.B) {
 		b.ReportMetric(500, "s/lbcf-floor")
 		b.ReportMetric(500/elapsed.Seconds(), "x-faster-than-floor")
 		b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-heap")
+		b.ReportMetric(float64(writes.of("backendrecords", "backendrecords/status"))/n, "record-writes/backend")
+		all := 0
+		for _, v := range writes.snapshot() {
+			all += v
+		}
+		b.ReportMetric(float64(all)/n, "api-writes/backend")
 	}
 }
 
