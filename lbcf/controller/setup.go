@@ -169,6 +169,7 @@ func nodeChangePredicate() predicate.Funcs {
 // SetupWithManager registers the reconciler with the given extra watches.
 func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
 	r.Defaults()
+	r.recent = newRecentWrites()
 	if r.ResyncPeriod <= 0 {
 		r.ResyncPeriod = 5 * time.Minute
 	}
