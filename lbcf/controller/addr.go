@@ -51,8 +51,9 @@ func (o *Options) addrRequest(ctx context.Context, b AddrRequestBuilder, br *lbc
 // addrPreGenerator asks drivers for the addresses of the records one BackendGroup reconcile is
 // about to create. It is best effort: any failure, Running answer, busy or degraded driver
 // leaves the record to generate its address itself, and the first failure stops it for the
-// rest of the batch, so that a failing or hanging driver costs at most one short wait per
-// reconcile.
+// rest of the batch, so that a failing or hanging driver costs at most one short wait
+// (preGenerateTimeout) per reconcile. Its calls take a slot of the driver's budget while they
+// run, so a driver never sees more calls at once than its budget.
 type addrPreGenerator struct {
 	r        *BackendGroupReconciler
 	groupUID string

@@ -39,7 +39,7 @@ type BackendGroupReconciler struct {
 	Addr AddrRequestBuilder
 
 	wakeups *recordWakeups // shared with the BackendRecord reconciler by SetupEngine
-	budget  *driverBudget  // idem: the address calls count in the drivers' budgets
+	budget  *driverBudget  // idem: the address calls take slots of the drivers' budgets
 	recent  *recentWrites  // record writes the cache does not show yet
 }
 

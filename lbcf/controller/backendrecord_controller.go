@@ -118,9 +118,12 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// Parked until one of the driver's calls ends; the requeue is only a safety net.
 		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
 	}
-	defer r.budget.release(ctx, ep.Name, unhealthy)
 	orig := br.DeepCopy()
 	res, err := r.register(ctx, w, br, ep)
+	// The slot bounds the driver's calls, not the status write that follows: held during it, a
+	// slow API server made a busy driver of an idle one (its parked records, and the group's
+	// generateBackendAddr calls, waited for writes, not for the driver).
+	r.budget.release(ctx, ep.Name, unhealthy)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -1,10 +1,14 @@
 package controller_test
 
 import (
+	"fmt"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
@@ -16,22 +20,51 @@ import (
 // ("backendrecords", "backendrecords/status", "events", …): the figure the registration path is
 // bound by.
 type apiWrites struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu          sync.Mutex
+	n           map[string]int
+	first, last map[string]time.Time
+	latency     map[string]time.Duration // summed
+	failed      map[string]int           // "resource code" of answers other than 2xx
+	reads       map[string]int           // GETs (lists, watches) by resource
 }
 
-// countWrites makes the controller started next (e.start) count its writes.
+// countWrites makes the controller started next (e.start) count its writes in the test's
+// namespace (the controller also acts on what earlier tests left in theirs).
 func (e *env) countWrites() *apiWrites {
-	w := &apiWrites{n: map[string]int{}}
+	ns := "/namespaces/" + e.ns + "/"
+	w := &apiWrites{n: map[string]int{}, first: map[string]time.Time{}, last: map[string]time.Time{},
+		latency: map[string]time.Duration{}, failed: map[string]int{}, reads: map[string]int{}}
 	cfg := rest.CopyConfig(e.cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method != http.MethodGet {
+			sent := time.Now()
+			rsp, err := rt.RoundTrip(req)
+			if !strings.Contains(req.URL.Path, ns) {
+				return rsp, err
+			}
+			if req.Method == http.MethodGet {
 				w.mu.Lock()
-				w.n[resourceOf(req.URL.Path)]++
+				w.reads[resourceOf(req.URL.Path)]++
 				w.mu.Unlock()
 			}
-			return rt.RoundTrip(req)
+			if req.Method != http.MethodGet {
+				r, now := resourceOf(req.URL.Path), time.Now()
+				w.mu.Lock()
+				w.n[r]++
+				w.latency[r] += now.Sub(sent)
+				switch {
+				case err != nil:
+					w.failed[r+" error"]++
+				case rsp.StatusCode >= 300:
+					w.failed[r+" "+strconv.Itoa(rsp.StatusCode)]++
+				}
+				if _, ok := w.first[r]; !ok {
+					w.first[r] = now
+				}
+				w.last[r] = now
+				w.mu.Unlock()
+			}
+			return rsp, err
 		})
 	})
 	e.cfg = cfg
@@ -57,6 +90,28 @@ func (w *apiWrites) snapshot() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// timeline tells, per resource, how many writes were answered and when the first and the last
+// were, in seconds after start.
+func (w *apiWrites) timeline(start time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := make([]string, 0, len(w.n))
+	for r := range w.n {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, r := range names {
+		fmt.Fprintf(&b, "\n  %-28s %6d  first %6.2fs  last %6.2fs  mean latency %4dms", r, w.n[r], w.first[r].Sub(start).Seconds(), w.last[r].Sub(start).Seconds(),
+			(w.latency[r] / time.Duration(w.n[r])).Milliseconds())
+	}
+	fmt.Fprintf(&b, "\n  reads: %v", w.reads)
+	if len(w.failed) > 0 {
+		fmt.Fprintf(&b, "\n  not 2xx: %v", w.failed)
+	}
+	return b.String()
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
