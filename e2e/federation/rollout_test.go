@@ -36,6 +36,9 @@ const preStop = 10 // seconds: well above the deletion-to-drain time measured he
 type rolloutWorld struct {
 	*world
 	name string
+	// restartedAt is the template annotation of the last restart: the members' Deployments
+	// must carry it before their rollout counts as settled (not the state before it arrived).
+	restartedAt string
 }
 
 func newRollout(t *testing.T, ns string, gated bool) *rolloutWorld {
@@ -66,6 +69,7 @@ func (w *rolloutWorld) settledAt(want map[string]int, gated *bool) {
 		for member, n := range want {
 			dep := &appsv1.Deployment{}
 			g.Expect(w.members[member].Get(w.ctx, client.ObjectKey{Namespace: w.ex.Namespace, Name: "web"}, dep)).To(Succeed())
+			g.Expect(dep.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"]).To(Equal(w.restartedAt), member+": the restart reached it")
 			g.Expect(dep.Status.ObservedGeneration).To(Equal(dep.Generation), member)
 			g.Expect(dep.Status.UpdatedReplicas).To(BeEquivalentTo(n), member)
 			g.Expect(dep.Status.AvailableReplicas).To(BeEquivalentTo(n), member)
@@ -93,7 +97,8 @@ func hasGate(p *corev1.Pod) bool {
 // restart rolls the Deployment on Karmada as `kubectl rollout restart` does.
 func (w *rolloutWorld) restart() {
 	w.t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	w.restartedAt = time.Now().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, w.restartedAt)
 	dep := &appsv1.Deployment{}
 	dep.Namespace, dep.Name = w.ex.Namespace, "web"
 	w.g.Expect(w.karmada.Patch(w.ctx, dep, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
@@ -317,7 +322,8 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	}()
 
 	t.Run("(a) a rolling restart with the gate and the drain drops nothing", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}, restartedAt: gated.restartedAt}
+		defer func() { gated.restartedAt = w.restartedAt }()
 		drains, gates := w.watchDrains(), w.watchGates()
 		r, took := w.underLoad(func() {
 			w.restart()
@@ -336,7 +342,8 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	})
 
 	t.Run("(b) scaling one member from 4 to 1 drops nothing", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}, restartedAt: gated.restartedAt}
+		defer func() { gated.restartedAt = w.restartedAt }()
 		r, took := w.underLoad(func() {
 			w.scale(5, map[string]int{"m1": 1, "m2": 4})
 			w.settledAt(map[string]int{"m1": 1, "m2": 4}, &yes)
@@ -346,7 +353,8 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	})
 
 	t.Run("(c) the same rollout without gate and drain drops requests (baseline)", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}, restartedAt: base.restartedAt}
+		defer func() { base.restartedAt = w.restartedAt }()
 		r, took := w.underLoad(func() {
 			w.restart()
 			w.settledAt(both, &no)
@@ -358,7 +366,8 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	})
 
 	t.Run("(e) a process gone without grace costs requests until the health check fails it", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}, restartedAt: base.restartedAt}
+		defer func() { base.restartedAt = w.restartedAt }()
 		pods := w.pods(w.g, "m1")
 		w.g.Expect(pods).NotTo(BeEmpty())
 		victim := pods[0]
