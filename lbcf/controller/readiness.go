@@ -336,7 +336,7 @@ func (r *ReadinessGateReconciler) SetupWithManager(mgr ctrl.Manager, records boo
 			return ok && HasReadinessGate(p) && p.DeletionTimestamp == nil
 		}))).
 		Watches(&lbcfv1beta1.BackendGroup{}, podsOfGroup, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, registrationChanged{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, RegistrationChanged{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8})
 	if records {
 		b = b.Watches(&lbcfv1beta1.BackendRecord{}, handler.Funcs{
@@ -394,9 +394,11 @@ func gatedPodsOf(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGr
 	return out
 }
 
-// registrationChanged passes group updates that change the federation's registration annotation.
-type registrationChanged struct{ predicate.Funcs }
+// RegistrationChanged passes group updates that change the federation's registration annotation
+// (the member reads it; the federation writes it again when someone else changed it).
+type RegistrationChanged struct{ predicate.Funcs }
 
-func (registrationChanged) Update(e event.UpdateEvent) bool {
+// Update implements predicate.Predicate.
+func (RegistrationChanged) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetAnnotations()[lbcfv1beta1.AnnotationRegistered] != e.ObjectNew.GetAnnotations()[lbcfv1beta1.AnnotationRegistered]
 }
