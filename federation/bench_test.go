@@ -20,13 +20,6 @@ import (
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
-// radwareDriver serves the Radware driver over a simulated HA pair, with real device timings
-// shortened so the benchmark is about the controller, not sleeps.
-func radwareDriver(tb testing.TB) (url string, sim *alteonsim.Pair) {
-	o := alteonsim.Options{ApplyDuration: 20 * time.Millisecond, SaveDuration: 5 * time.Millisecond, SyncDuration: 10 * time.Millisecond}
-	return radwareDriverWith(tb, o, 5*time.Millisecond, nil)
-}
-
 // radwareDriverWith serves the Radware driver over a simulated HA pair with the given device
 // timings and status poll interval; wrap, when set, wraps the driver's handler.
 func radwareDriverWith(tb testing.TB, o alteonsim.Options, poll time.Duration, wrap func(http.Handler) http.Handler) (url string, sim *alteonsim.Pair) {

@@ -41,16 +41,6 @@ func (s *stages) mark(name string) {
 	s.at[name] = append(s.at[name], time.Since(s.start))
 }
 
-// first returns when name first happened (false: never).
-func (s *stages) first(name string) (time.Duration, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.at[name]) == 0 {
-		return 0, false
-	}
-	return s.at[name][0], true
-}
-
 // table lists the stages by first occurrence: count, first, last (seconds after start).
 func (s *stages) table() string {
 	s.mu.Lock()
