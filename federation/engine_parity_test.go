@@ -83,7 +83,11 @@ func TestRecordWithoutAddressIsRegisteredWhenReportReturns(t *testing.T) {
 		return out
 	}
 	e.setReports(reports(true))
-	g.Eventually(func() int { return e.drv.CountCalls(driver.GenerateBackendAddr) }, wait).Should(BeNumerically(">=", 2), "both records were tried")
+	// The addresses are asked for before the records are created as well: wait for the records
+	// themselves, and for each to have been tried once it exists.
+	g.Eventually(func() int { return len(e.groupRecords()) }, wait).Should(Equal(2), "both records were created")
+	calls := e.drv.CountCalls(driver.GenerateBackendAddr)
+	g.Eventually(func() int { return e.drv.CountCalls(driver.GenerateBackendAddr) }, wait).Should(BeNumerically(">=", calls+2), "the records were tried")
 	stop()
 	g.Expect(e.groupRecords()).To(HaveLen(2))
 	for _, br := range e.groupRecords() {

@@ -122,26 +122,11 @@ func (r *registrationReporter) setup(mgr ctrl.Manager) error {
 			ownerSoon(e.Object, q)
 		},
 	}
-	groupOfBinding := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		res := o.(*workv1alpha2.ResourceBinding).Spec.Resource
-		if res.APIVersion != lbcfv1beta1.APIVersion || res.Kind != lbcfv1beta1.KindBackendGroup {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: res.Name}}}
-	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registration").
-		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, annotationChanged{}))).
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, controller.RegistrationChanged{}))).
 		Watches(&lbcfv1beta1.BackendRecord{}, records).
-		Watches(&workv1alpha2.ResourceBinding{}, groupOfBinding, builder.WithPredicates(bindingChanged())).
+		Watches(&workv1alpha2.ResourceBinding{}, groupOfBinding(), builder.WithPredicates(bindingChanged())).
 		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
-}
-
-// annotationChanged passes template updates that change the registration annotation (someone
-// else wrote it: write it again).
-type annotationChanged struct{ predicate.Funcs }
-
-func (annotationChanged) Update(e event.UpdateEvent) bool {
-	return e.ObjectOld.GetAnnotations()[lbcfv1beta1.AnnotationRegistered] != e.ObjectNew.GetAnnotations()[lbcfv1beta1.AnnotationRegistered]
 }

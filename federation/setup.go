@@ -81,13 +81,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 		opts.OnRegistered = opts.ClusterMetrics.ObserveRegistered
 	}
 	c := mgr.GetClient()
-	groupOfBinding := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		r := o.(*workv1alpha2.ResourceBinding).Spec.Resource
-		if r.APIVersion != lbcfv1beta1.APIVersion || r.Kind != lbcfv1beta1.KindBackendGroup {
-			return nil
-		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: r.Name}}}
-	})
 	groupsOfCluster := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		list := &workv1alpha2.ResourceBindingList{}
 		if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
@@ -112,7 +105,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	}}
 	watches := []controller.Watch{
 		func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&workv1alpha2.ResourceBinding{}, groupOfBinding, builder.WithPredicates(bindingChanged()))
+			return b.Watches(&workv1alpha2.ResourceBinding{}, groupOfBinding(), builder.WithPredicates(bindingChanged()))
 		},
 		func(b *builder.Builder) *builder.Builder {
 			return b.Watches(&clusterv1alpha1.Cluster{}, groupsOfCluster, builder.WithPredicates(readinessChanged()))
@@ -129,6 +122,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 		return nil, fmt.Errorf("registration reporter: %w", err)
 	}
 	return src, nil
+}
+
+// groupOfBinding maps a ResourceBinding to the BackendGroup template it binds.
+func groupOfBinding() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		r := o.(*workv1alpha2.ResourceBinding).Spec.Resource
+		if r.APIVersion != lbcfv1beta1.APIVersion || r.Kind != lbcfv1beta1.KindBackendGroup {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: r.Name}}}
+	})
 }
 
 // bindingChanged passes binding updates that change targets or members' reports.

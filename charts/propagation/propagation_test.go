@@ -114,8 +114,7 @@ func TestChartOnKarmada(t *testing.T) {
 			g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-webhook-tls"}, &corev1.Secret{})).To(Succeed())
 			mw := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			g.Expect(mc.Get(ctx, client.ObjectKey{Name: "lbfed-lbcf-controller"}, mw)).To(Succeed())
-			// The three LBCF webhooks and the readiness-gate injection (member.webhook.readinessGate).
-			g.Expect(mw.Webhooks).To(HaveLen(4))
+			g.Expect(mw.Webhooks).To(HaveLen(4), "the LBCF kinds' three and the readiness gate's injection")
 			vw := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			g.Expect(mc.Get(ctx, client.ObjectKey{Name: "lbfed-lbcf-controller"}, vw)).To(Succeed())
 			g.Expect(vw.Webhooks).To(HaveLen(3))
@@ -178,7 +177,7 @@ func TestChartOnKarmada(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		data, err := os.ReadFile(lbfedLog)
 		g.Expect(err).NotTo(HaveOccurred())
-		// loadbalancerdriver, loadbalancer, registration, backendgroup, backendrecord.
+		// drivers, LoadBalancers, BackendGroups, records and the registration reporter
 		g.Expect(strings.Count(string(data), "Starting workers")).To(Equal(5))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	for _, proc := range topo.Processes() {

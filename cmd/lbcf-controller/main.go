@@ -59,7 +59,7 @@ func main() {
 	f.engine.BackendSuccessEvents = true // as the original LBCF
 	f.engine.AddFlags(fs, "")
 	fs.DurationVar(&f.resyncPeriod, "resync-period", 5*time.Minute, "Every BackendGroup is reconciled at least this often (drift guard).")
-	fs.Float64Var(&f.clientQPS, "client-qps", 500, "Queries per second to the API server (the original defaulted to 200; each registered backend costs three writes: record, address, registered).")
+	fs.Float64Var(&f.clientQPS, "client-qps", 500, "Queries per second to the API server (the original defaulted to 200; each registered backend costs two writes: the record, created with its address, and Registered).")
 	fs.IntVar(&f.clientBurst, "client-burst", 1000, "Burst of queries to the API server.")
 	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", controller.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Run only while holding the lbcf-controller lease, so that two replicas never call drivers twice.")

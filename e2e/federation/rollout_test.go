@@ -36,6 +36,9 @@ const preStop = 10 // seconds: well above the deletion-to-drain time measured he
 type rolloutWorld struct {
 	*world
 	name string
+	// restartedAt is the template annotation of the last restart: the members' Deployments
+	// must carry it before their rollout counts as settled (not the state before it arrived).
+	restartedAt string
 }
 
 func newRollout(t *testing.T, ns string, gated bool) *rolloutWorld {
@@ -58,20 +61,24 @@ func (w *rolloutWorld) pods(g Gomega, member string) []corev1.Pod {
 }
 
 // settledAt waits until every member runs want[member] Ready pods of the Deployment's current
-// template and nothing else, each registered (and only those).
-func (w *rolloutWorld) settledAt(want map[string]int, gated bool) {
+// template and nothing else, each registered (and only those), with the readiness gate or without
+// (gated nil: either — pods created before their BackendGroup reached the member have none).
+func (w *rolloutWorld) settledAt(want map[string]int, gated *bool) {
 	w.t.Helper()
 	w.g.Eventually(func(g Gomega) {
 		for member, n := range want {
 			dep := &appsv1.Deployment{}
 			g.Expect(w.members[member].Get(w.ctx, client.ObjectKey{Namespace: w.ex.Namespace, Name: "web"}, dep)).To(Succeed())
+			g.Expect(dep.Spec.Template.Annotations["kubectl.kubernetes.io/restartedAt"]).To(Equal(w.restartedAt), member+": the restart reached it")
 			g.Expect(dep.Status.ObservedGeneration).To(Equal(dep.Generation), member)
 			g.Expect(dep.Status.UpdatedReplicas).To(BeEquivalentTo(n), member)
 			g.Expect(dep.Status.AvailableReplicas).To(BeEquivalentTo(n), member)
 			pods := w.pods(g, member)
 			g.Expect(pods).To(HaveLen(n), member+": no pod left terminating")
 			for _, p := range pods {
-				g.Expect(hasGate(&p)).To(Equal(gated), "%s/%s readiness gate", member, p.Name)
+				if gated != nil {
+					g.Expect(hasGate(&p)).To(Equal(*gated), "%s/%s readiness gate", member, p.Name)
+				}
 			}
 			g.Expect(w.registered(member)).To(Equal(w.readyPods(member)), member)
 		}
@@ -90,7 +97,8 @@ func hasGate(p *corev1.Pod) bool {
 // restart rolls the Deployment on Karmada as `kubectl rollout restart` does.
 func (w *rolloutWorld) restart() {
 	w.t.Helper()
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	w.restartedAt = time.Now().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, w.restartedAt)
 	dep := &appsv1.Deployment{}
 	dep.Namespace, dep.Name = w.ex.Namespace, "web"
 	w.g.Expect(w.karmada.Patch(w.ctx, dep, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
@@ -220,11 +228,12 @@ type gateWatch struct {
 	mu         sync.Mutex
 	registered map[string]time.Time // member/pod -> record Registered seen
 	gated      map[string]time.Time // member/pod -> condition True seen
+	answers    map[string]bool      // distinct lbfed.io/registered values seen on the template
 }
 
 func (w *rolloutWorld) watchGates() *gateWatch {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	gw := &gateWatch{cancel: cancel, done: make(chan struct{}), registered: map[string]time.Time{}, gated: map[string]time.Time{}}
+	gw := &gateWatch{cancel: cancel, done: make(chan struct{}), registered: map[string]time.Time{}, gated: map[string]time.Time{}, answers: map[string]bool{}}
 	go func() {
 		defer close(gw.done)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -242,6 +251,12 @@ func (w *rolloutWorld) watchGates() *gateWatch {
 						}
 					}
 				}
+				gw.mu.Unlock()
+			}
+			bg := &lbcfv1beta1.BackendGroup{}
+			if err := w.karmada.Get(ctx, client.ObjectKey{Namespace: w.ex.Namespace, Name: "web"}, bg); err == nil {
+				gw.mu.Lock()
+				gw.answers[bg.Annotations[lbcfv1beta1.AnnotationRegistered]] = true
 				gw.mu.Unlock()
 			}
 			for member, mc := range w.members {
@@ -291,8 +306,9 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	gated := newRollout(t, "e2e-rollout", true)
 	base := newRollout(t, "e2e-rollout-base", false)
 	both := map[string]int{"m1": 4, "m2": 4}
-	gated.settledAt(both, true)
-	base.settledAt(both, false)
+	yes, no := true, false
+	gated.settledAt(both, nil)
+	base.settledAt(both, &no)
 	figures := map[string]string{}
 	defer func() {
 		keys := make([]string, 0, len(figures))
@@ -306,13 +322,16 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	}()
 
 	t.Run("(a) a rolling restart with the gate and the drain drops nothing", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}, restartedAt: gated.restartedAt}
+		defer func() { gated.restartedAt = w.restartedAt }()
 		drains, gates := w.watchDrains(), w.watchGates()
 		r, took := w.underLoad(func() {
 			w.restart()
-			w.settledAt(both, true)
+			w.settledAt(both, &yes)
 		})
-		d, gl := drains.latencies(), gates.latencies()
+		d, gl := drains.latencies(), gates.latencies() // both watches stopped
+		// The first value seen is the one before the rollout.
+		figures["(a) registration answers written during the rollout"] = fmt.Sprintf("%d new lbfed.io/registered values seen (sampled every 50 ms) for 16 pod changes (8 new, 8 old)", len(gates.answers)-1)
 		figures["(a) gated rollout"] = fmt.Sprintf("%s in %s", r, took.Round(100*time.Millisecond))
 		figures["(a) terminating → out of rotation"] = fmt.Sprintf("n=%d p50=%s p99=%s max=%s", len(d), percentile(d, .5), percentile(d, .99), percentile(d, 1))
 		figures["(a) Registered → pod condition"] = fmt.Sprintf("n=%d p50=%s p99=%s max=%s", len(gl), percentile(gl, .5), percentile(gl, .99), percentile(gl, 1))
@@ -323,20 +342,22 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	})
 
 	t.Run("(b) scaling one member from 4 to 1 drops nothing", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: gated.ctx, topo: gated.topo, karmada: gated.karmada, members: gated.members, ex: gated.ex}, restartedAt: gated.restartedAt}
+		defer func() { gated.restartedAt = w.restartedAt }()
 		r, took := w.underLoad(func() {
 			w.scale(5, map[string]int{"m1": 1, "m2": 4})
-			w.settledAt(map[string]int{"m1": 1, "m2": 4}, true)
+			w.settledAt(map[string]int{"m1": 1, "m2": 4}, &yes)
 		})
 		figures["(b) scale m1 4→1"] = fmt.Sprintf("%s in %s", r, took.Round(100*time.Millisecond))
 		w.g.Expect(r.Failed).To(BeZero(), r.String())
 	})
 
 	t.Run("(c) the same rollout without gate and drain drops requests (baseline)", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}, restartedAt: base.restartedAt}
+		defer func() { base.restartedAt = w.restartedAt }()
 		r, took := w.underLoad(func() {
 			w.restart()
-			w.settledAt(both, false)
+			w.settledAt(both, &no)
 		})
 		figures["(c) baseline rollout"] = fmt.Sprintf("%s in %s", r, took.Round(100*time.Millisecond))
 		// The test bed shows what production shows: pods that stop answering before they are
@@ -345,7 +366,8 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 	})
 
 	t.Run("(e) a process gone without grace costs requests until the health check fails it", func(t *testing.T) {
-		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}}
+		w := &rolloutWorld{world: &world{t: t, g: NewWithT(t), ctx: base.ctx, topo: base.topo, karmada: base.karmada, members: base.members, ex: base.ex}, restartedAt: base.restartedAt}
+		defer func() { base.restartedAt = w.restartedAt }()
 		pods := w.pods(w.g, "m1")
 		w.g.Expect(pods).NotTo(BeEmpty())
 		victim := pods[0]
@@ -356,11 +378,12 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 		// Device defaults: failed after 4 checks 2 s apart; then nothing fails any more.
 		time.Sleep(12 * time.Second)
 		first := l.stop()
+		window := time.Since(killed)
 		l = w.startLoad(5 * time.Minute)
 		time.Sleep(10 * time.Second)
 		after := l.stop()
 		w.annotatePod("m1", victim.Name, "")
-		figures["(e) process gone, until failed by the health check"] = fmt.Sprintf("%s (first %s after the kill)", first, time.Since(killed).Round(time.Second))
+		figures["(e) process gone, until failed by the health check"] = fmt.Sprintf("%s (the %s after the kill)", first, window.Round(100*time.Millisecond))
 		figures["(e) process gone, afterwards"] = after.String()
 		w.g.Expect(first.Failed).To(BeNumerically(">", 0), "the dead process cost requests: "+first.String())
 		w.g.Expect(after.Failed).To(BeZero(), "the health check took it out: "+after.String())

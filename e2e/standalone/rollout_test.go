@@ -66,7 +66,7 @@ var scheme = func() *runtime.Scheme {
 }()
 
 // frontEnd is the Radware driver over a simulated pair with its data plane on.
-func frontEnd(t *testing.T) string {
+func frontEnd(t *testing.T) (string, *alteonsim.Pair) {
 	o := alteonsim.Options{DataPlane: true}
 	sim := alteonsim.NewPair(o, o)
 	ua, ub, err := sim.Start()
@@ -96,7 +96,7 @@ func frontEnd(t *testing.T) string {
 	}
 	srv := httptest.NewServer(driver.NewHandler(drv, driver.HandlerOptions{}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, sim
 }
 
 // startLBCF runs the standalone engine and the readiness-gate webhook until the test ends.
@@ -154,7 +154,7 @@ func startLoad(url string) *load {
 			if err != nil {
 				l.failed++
 				if len(l.firstFailures) < 5 {
-					l.firstFailures = append(l.firstFailures, err.Error())
+					l.firstFailures = append(l.firstFailures, time.Now().Format("15:04:05.000")+" "+err.Error())
 				}
 			}
 			l.mu.Unlock()
@@ -192,12 +192,49 @@ func (l *load) stop() (sent, failed int, first []string) {
 	return l.sent, l.failed, l.firstFailures
 }
 
+// watchPods records every change of the pods' IP, readiness, gate and deletion, with times.
+func watchPods(ctx context.Context, c client.Client, ns string) func() []string {
+	var mu sync.Mutex
+	var lines []string
+	last := map[string]string{}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		for ctx.Err() == nil {
+			list := &corev1.PodList{}
+			if err := c.List(ctx, list, client.InNamespace(ns)); err == nil {
+				mu.Lock()
+				for _, p := range list.Items {
+					st := p.Status.PodIP
+					for _, cd := range p.Status.Conditions {
+						st += fmt.Sprintf(" %s=%s", cd.Type, cd.Status)
+					}
+					if p.DeletionTimestamp != nil {
+						st += " deleting"
+					}
+					if last[p.Name] != st {
+						last[p.Name] = st
+						lines = append(lines, time.Now().Format("15:04:05.000")+" "+p.Name+" "+st)
+					}
+				}
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), lines...)
+	}
+}
+
 // (d) A standalone LBCF rollout with the readiness gate and a preStop sleep drops nothing.
 func TestStandaloneRolloutDropsNothing(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	drvURL := frontEnd(t)
+	drvURL, sim := frontEnd(t)
 	startLBCF(t, g, ctx)
 	c, err := client.New(testenv.Config(t), client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -242,6 +279,7 @@ func TestStandaloneRolloutDropsNothing(t *testing.T) {
 	url := "http://" + vip + ":80/"
 	g.Eventually(func() error { return get(ctx, http.DefaultClient, url) }, time.Minute, 200*time.Millisecond).Should(Succeed())
 
+	timeline := watchPods(ctx, c, ns)
 	l := startLoad(url)
 	time.Sleep(2 * time.Second)
 	start := time.Now()
@@ -253,6 +291,12 @@ func TestStandaloneRolloutDropsNothing(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	sent, failed, first := l.stop()
 	t.Logf("FIGURE (d) standalone gated rollout: %d requests, %d failed (first %q), rollout %s", sent, failed, first, took.Round(100*time.Millisecond))
+	if failed > 0 {
+		t.Logf("dropped by real server: %v", sim.Master().Dropped())
+		for _, line := range timeline() {
+			t.Log(line)
+		}
+	}
 	g.Expect(sent).To(BeNumerically(">", 100), "the load ran")
 	g.Expect(failed).To(BeZero())
 }

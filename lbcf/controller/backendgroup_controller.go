@@ -34,7 +34,13 @@ type BackendGroupReconciler struct {
 	// ResyncPeriod re-reconciles every group periodically, as a guard against drift.
 	ResyncPeriod time.Duration
 
+	// Addr, when set, builds the generateBackendAddr requests of the records about to be created:
+	// a record created with its address costs one API write less (see AnnotationBackendAddr).
+	Addr AddrRequestBuilder
+
 	wakeups *recordWakeups // shared with the BackendRecord reconciler by SetupEngine
+	budget  *driverBudget  // idem: the address calls take slots of the drivers' budgets
+	recent  *recentWrites  // record writes the cache does not show yet
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -62,6 +68,9 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Records this controller has just created or deleted, which the cache does not show yet:
+	// not written again.
+	pending, pendingFor := r.recent.settle(bg.UID, existing, time.Now())
 
 	// The expected records are only described here; record objects are built for creations
 	// alone, so that a large group's frequent reconciles allocate little.
@@ -97,8 +106,11 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	var toCreate, toUpdate, toDelete []*lbcfv1beta1.BackendRecord
 	for name, want := range expected {
 		have, ok := existing[name]
+		recent, wrote := pending[name]
 		spec := r.recordSpec(bg, want.lb, want.backend)
 		switch {
+		case !ok && wrote && !recent.deleted:
+			// Created a moment ago: the cache does not show it yet.
 		case !ok:
 			toCreate = append(toCreate, r.newRecord(bg, want.lb, want.backend, name))
 		case have.DeletionTimestamp == nil && recordSpecChanged(&have.Spec, &spec):
@@ -109,7 +121,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	for name, have := range existing {
-		if _, ok := expected[name]; ok || keep[name] || have.DeletionTimestamp != nil {
+		if _, ok := expected[name]; ok || keep[name] || have.DeletionTimestamp != nil || pending[name].deleted {
 			continue
 		}
 		// Where the source does not know every backend, only records known to be unwanted go:
@@ -138,6 +150,9 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, errors.Join(applyErr, err)
 	}
 	next := r.ResyncPeriod
+	if pendingFor > 0 && pendingFor < next {
+		next = pendingFor // a write the cache never confirmed is done again then
+	}
 	if rq, ok := r.Source.(Requeuer); ok {
 		if d := rq.RequeueAfter(bg); d > 0 && d < next {
 			next = d
@@ -305,6 +320,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx)
+	pre := r.preGenerator(ctx, bg, toCreate)
 	var mu sync.Mutex
 	var errs []error
 	sem := make(chan struct{}, r.WriteParallelism)
@@ -314,6 +330,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			withAddr := o.verb == "Create" && pre.generate(ctx, o.br)
 			err := w.do(ctx, o.br, o.verb, func() error {
 				switch o.verb {
 				case "Delete":
@@ -325,6 +342,9 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 				if apierrors.IsAlreadyExists(err) {
 					return nil // a record of the same backend still being deregistered: next round
 				}
+				if err == nil && withAddr {
+					pre.created(o.br)
+				}
 				return err
 			})
 			if err != nil {
@@ -332,6 +352,9 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 				errs = append(errs, fmt.Errorf("%s record %s: %w", strings.ToLower(o.verb), o.br.Name, err))
 				mu.Unlock()
 				return
+			}
+			if !r.DryRun && o.verb != "Update" {
+				r.recent.wrote(bg.UID, o.br.Name, o.verb == "Delete", time.Now())
 			}
 			log.V(2).Info("record written", "op", o.verb, "record", o.br.Name)
 		}()

@@ -46,7 +46,9 @@ func (r *BackendRecordReconciler) init() {
 	if r.wakeups == nil {
 		r.wakeups = newRecordWakeups()
 	}
-	r.budget = newDriverBudget(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.wake)
+	if r.budget == nil {
+		r.budget = newDriverBudget(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.wake)
+	}
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -116,9 +118,12 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// Parked until one of the driver's calls ends; the requeue is only a safety net.
 		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
 	}
-	defer r.budget.release(ctx, ep.Name, unhealthy)
 	orig := br.DeepCopy()
 	res, err := r.register(ctx, w, br, ep)
+	// The slot bounds the driver's calls, not the status write that follows: held during it, a
+	// slow API server made a busy driver of an idle one (its parked records, and the group's
+	// generateBackendAddr calls, waited for writes, not for the driver).
+	r.budget.release(ctx, ep.Name, unhealthy)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -140,20 +145,25 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 }
 
 // register generates the address if needed, then ensures the backend, in one reconcile. A
-// generated address is written to the status before ensureBackend: were the process killed
-// after the device took the backend but before a later status write, the record would not know
-// what to deregister and the backend would stay on the front end. Static addresses need no
-// write: the spec has them.
+// generated address is stored before ensureBackend: were the process killed after the device
+// took the backend but before a later status write, the record would not know what to
+// deregister and the backend would stay on the front end. Usually it was stored with the record
+// itself (AnnotationBackendAddr: the group asked the driver before creating the record), and the
+// Registered write copies it into the status; otherwise it is generated here and written to the
+// status before ensureBackend. Static addresses need no write: the spec has them.
 func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, ep driver.Endpoint) (ctrl.Result, error) {
 	if br.Status.BackendAddr == "" {
-		if br.Spec.StaticAddr != nil {
+		switch {
+		case br.Spec.StaticAddr != nil:
 			br.Status.BackendAddr = *br.Spec.StaticAddr
-		} else {
+		case br.Annotations[AnnotationBackendAddr] != "":
+			br.Status.BackendAddr = br.Annotations[AnnotationBackendAddr]
+		default:
 			// Marked before the backend is read: a group that sees the backend eligible after
 			// this read finds the mark and wakes the record.
 			key := client.ObjectKeyFromObject(br)
 			r.wakeups.wait(key)
-			pod, svc, ok, err := r.Addr.GenerateRequest(ctx, br)
+			req, ok, err := r.addrRequest(ctx, r.Addr, br, driver.RecordID(driver.GenerateBackendAddr, string(br.UID)))
 			if err != nil {
 				r.wakeups.done(key)
 				return ctrl.Result{}, err
@@ -165,14 +175,7 @@ func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lb
 				return ctrl.Result{RequeueAfter: r.WaitingRecordResync}, nil
 			}
 			r.wakeups.done(key)
-			if c := br.Labels[lbcfv1beta1.LabelCluster]; pod != nil && c != "" {
-				pod.Pod = *memberPod(ctx, r.MemberPods, c, &pod.Pod)
-			}
-			rsp, err := r.Invoker.GenerateBackendAddr(ctx, ep, &driver.GenerateBackendAddrRequest{
-				RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.GenerateBackendAddr, string(br.UID))},
-				DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, LBAttributes: br.Spec.LBAttributes, Parameters: br.Spec.Parameters,
-				PodBackend: pod, ServiceBackend: svc,
-			})
+			rsp, err := r.Invoker.GenerateBackendAddr(ctx, ep, req)
 			r.budget.observe(ep.Name, driver.IsTimeout(err))
 			o := outcomeOf(commonOf(rsp, err))
 			if r.DryRun {
@@ -257,17 +260,16 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 		return ctrl.Result{}, nil
 	}
 	var o outcome
-	addr := br.Status.BackendAddr
-	if addr == "" && br.Spec.StaticAddr != nil {
-		addr = *br.Spec.StaticAddr // ensureBackend may have run before any status write
-	}
+	// Static addresses and those the record was created with: ensureBackend may have run before
+	// any status write.
+	addr := recordAddr(br)
 	holders, others, err := r.heldByAnother(ctx, br)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	switch {
 	case addr == "":
-		o.status = driver.StatusSucc // never registered anywhere: the address is written first
+		o.status = driver.StatusSucc // never registered anywhere: the address is stored first
 	case len(holders) > 0:
 		// The device holds the address once; another record still needs it there.
 		o.status = driver.StatusSucc

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
 )
@@ -118,7 +119,10 @@ func TestKilledAfterDeviceTookBackendLeavesNoOrphan(t *testing.T) {
 	g.Expect(proc.Process.Kill()).To(Succeed())
 	_ = proc.Wait()
 	g.Expect(e.records("web")).To(HaveLen(1))
-	g.Expect(e.records("web")[0].IsRegistered()).To(BeFalse(), "the answer was lost, so nothing says registered")
+	rec := e.records("web")[0]
+	g.Expect(rec.IsRegistered()).To(BeFalse(), "the answer was lost, so nothing says registered")
+	g.Expect([]string{rec.Status.BackendAddr, rec.Annotations[controller.AnnotationBackendAddr]}).To(ContainElement("10.4.0.1:80"),
+		"the record named its address before ensureBackend (in its status, or since its creation)")
 	g.Expect(e.c.Delete(e.ctx, pod)).To(Succeed())
 
 	proc = startController(t, bin, kubeconfig)

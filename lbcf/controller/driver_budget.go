@@ -66,6 +66,20 @@ func (b *driverBudget) acquire(drv string, unhealthy bool, key types.NamespacedN
 	return false
 }
 
+// tryAcquire takes one of drv's slots if one is free, nobody waits in line and the driver is
+// not degraded; it parks nothing. For calls that are only worth making when they cost no wait
+// (the BackendGroup reconciler's generateBackendAddr before a record is created).
+func (b *driverBudget) tryAcquire(drv string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.slots(drv)
+	if s.timedOut || len(s.parked) > 0 || s.inFlight >= b.size {
+		return false
+	}
+	s.inFlight++
+	return true
+}
+
 // observe notes the outcome of one call to drv: a timeout degrades the driver, an answer (even a
 // failure) restores it.
 func (b *driverBudget) observe(drv string, timedOut bool) {

@@ -11,7 +11,7 @@ import (
 func TestDriverBudget(t *testing.T) {
 	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
 	type step struct {
-		op        string // acquire, release, timeout, answer
+		op        string // acquire, try, release, timeout, answer
 		drv       string
 		key       string
 		unhealthy bool
@@ -51,6 +51,22 @@ func TestDriverBudget(t *testing.T) {
 			{op: "answer", drv: "d"},
 			{op: "acquire", drv: "d", key: "b", want: true},
 		}},
+		{"tryAcquire takes a free slot but never parks, nor takes one while records wait", []step{
+			{op: "try", drv: "d", want: true},
+			{op: "acquire", drv: "d", key: "a", want: true},
+			{op: "try", drv: "d", want: false},
+			{op: "acquire", drv: "d", key: "b", want: false},
+			{op: "try", drv: "d", want: false},
+			{op: "release", drv: "d", woken: []string{"b"}},
+			{op: "acquire", drv: "d", key: "b", want: true},
+			{op: "try", drv: "d", want: false},
+		}},
+		{"tryAcquire leaves a degraded driver alone", []step{
+			{op: "timeout", drv: "d"},
+			{op: "try", drv: "d", want: false},
+			{op: "answer", drv: "d"},
+			{op: "try", drv: "d", want: true},
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,6 +77,8 @@ func TestDriverBudget(t *testing.T) {
 				switch s.op {
 				case "acquire":
 					g.Expect(b.acquire(s.drv, s.unhealthy, key(s.key))).To(Equal(s.want), "step %d", i)
+				case "try":
+					g.Expect(b.tryAcquire(s.drv)).To(Equal(s.want), "step %d", i)
 				case "release":
 					woken = nil
 					b.release(context.Background(), s.drv, s.unhealthy)

@@ -37,6 +37,9 @@ func recordAddr(br *lbcfv1beta1.BackendRecord) string {
 	if br.Status.BackendAddr != "" {
 		return br.Status.BackendAddr
 	}
+	if a := br.Annotations[AnnotationBackendAddr]; a != "" {
+		return a
+	}
 	if br.Spec.StaticAddr != nil {
 		return *br.Spec.StaticAddr
 	}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -260,7 +258,9 @@ func (r *ReadinessGateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !HasReadinessGate(pod) || pod.DeletionTimestamp != nil {
+	if !HasReadinessGate(pod) || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+		// Not started yet: nothing to register, and nothing to say that the kubelet's
+		// ReadinessGatesNotReady does not already say (one write per pod saved).
 		return ctrl.Result{}, nil
 	}
 	groups := &lbcfv1beta1.BackendGroupList{}
@@ -334,7 +334,7 @@ func (r *ReadinessGateReconciler) SetupWithManager(mgr ctrl.Manager, records boo
 			return ok && HasReadinessGate(p) && p.DeletionTimestamp == nil
 		}))).
 		Watches(&lbcfv1beta1.BackendGroup{}, podsOfGroup, builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, registrationChanged{}))).
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, RegistrationChanged{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8})
 	if records {
 		b = b.Watches(&lbcfv1beta1.BackendRecord{}, handler.Funcs{
@@ -363,38 +363,30 @@ func enqueueRecordPod(o client.Object, q workqueue.TypedRateLimitingInterface[re
 	q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: br.Namespace, Name: br.Spec.PodBackendInfo.Name}})
 }
 
-// gatedPodsOf lists the pods bg selects that carry the gate and are not known registered yet —
-// or are, when the group may have changed its mind (any pod with the gate then).
+// gatedPodsOf lists the pods bg selects that carry the gate.
 func gatedPodsOf(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGroup) []reconcile.Request {
-	pb := bg.Spec.Pods
-	if pb == nil {
+	if bg.Spec.Pods == nil {
 		return nil
 	}
-	list := &corev1.PodList{}
-	opts := []client.ListOption{client.InNamespace(bg.Namespace), client.UnsafeDisableDeepCopy}
-	if pb.ByLabel != nil {
-		if len(pb.ByLabel.Selector) == 0 {
-			return nil
-		}
-		opts = append(opts, client.MatchingLabelsSelector{Selector: labels.SelectorFromSet(pb.ByLabel.Selector)})
-	}
-	if err := c.List(ctx, list, opts...); err != nil {
+	pods, err := LocalSource{Reader: c}.SelectedPods(ctx, bg)
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list pods for a backend group event", "backendGroup", client.ObjectKeyFromObject(bg))
 		return nil
 	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		p := &list.Items[i]
-		if HasReadinessGate(p) && p.DeletionTimestamp == nil && (pb.ByLabel != nil || slices.Contains(pb.ByName, p.Name)) {
+	for i := range pods {
+		if p := &pods[i]; HasReadinessGate(p) && p.DeletionTimestamp == nil {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 	}
 	return out
 }
 
-// registrationChanged passes group updates that change the federation's registration annotation.
-type registrationChanged struct{ predicate.Funcs }
+// RegistrationChanged passes group updates that change the federation's registration annotation
+// (the member reads it; the federation writes it again when someone else changed it).
+type RegistrationChanged struct{ predicate.Funcs }
 
-func (registrationChanged) Update(e event.UpdateEvent) bool {
+// Update implements predicate.Predicate.
+func (RegistrationChanged) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetAnnotations()[lbcfv1beta1.AnnotationRegistered] != e.ObjectNew.GetAnnotations()[lbcfv1beta1.AnnotationRegistered]
 }

@@ -169,6 +169,7 @@ func nodeChangePredicate() predicate.Funcs {
 // SetupWithManager registers the reconciler with the given extra watches.
 func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
 	r.Defaults()
+	r.recent = newRecentWrites()
 	if r.ResyncPeriod <= 0 {
 		r.ResyncPeriod = 5 * time.Minute
 	}
@@ -288,10 +289,11 @@ func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src Backen
 		return fmt.Errorf("load balancer controller: %w", err)
 	}
 	wakeups := newRecordWakeups()
-	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, wakeups: wakeups}).SetupWithManager(mgr, watches...); err != nil {
+	budget := newDriverBudget(opts.DriverCallBudget, opts.DegradedDriverCallBudget, wakeups.wake)
+	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
-	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, wakeups: wakeups}).SetupWithManager(mgr); err != nil {
+	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("backend record controller: %w", err)
 	}
 	return nil

@@ -262,11 +262,13 @@ func (d *Device) serveView(w http.ResponseWriter, r *http.Request, v *view, segs
 			cfg = d.running
 		}
 		rows := cfg.list(v.store.name)
-		enc := func(rw *row) map[string]any { return d.encodeRow(v, cfg, rw) }
-		// Encoding reads derived columns from cfg, so it must happen under the lock.
-		out := make([]*row, len(rows))
-		for i, rw := range rows {
-			out[i] = &row{idx: rw.idx, vals: enc(rw)}
+		// Encoding reads derived columns from cfg, so it must happen under the lock; only the
+		// rows asked for are encoded (writeRows selects them again, from these).
+		out := make([]*row, 0, len(rows))
+		for _, rw := range rows {
+			if hasIdxPrefix(rw.idx, idx) {
+				out = append(out, &row{idx: rw.idx, vals: d.encodeRow(v, cfg, rw)})
+			}
 		}
 		d.mu.Unlock()
 		d.writeRows(w, r, v.name, viewIndexCols(v), idx, out, func(r *row) map[string]any { return r.vals })
@@ -566,7 +568,6 @@ func (d *Device) serviceStatus(svc *row) int64 {
 // writeRows answers a GET on a table: rows under the index prefix, then filter, props and paging.
 func (d *Device) writeRows(w http.ResponseWriter, r *http.Request, table string, idxCols []column, prefix []any, rows []*row, enc func(*row) map[string]any) {
 	q := r.URL.Query()
-	pk := rowKey(prefix)
 	var sel []map[string]any
 	filters, aerr := parseFilter(q.Get("filter"))
 	if aerr != nil {
@@ -575,7 +576,7 @@ func (d *Device) writeRows(w http.ResponseWriter, r *http.Request, table string,
 	}
 	anyMatch := strings.EqualFold(q.Get("filtertype"), "any")
 	for _, rw := range rows {
-		if len(prefix) > 0 && rowKey(rw.idx[:len(prefix)]) != pk {
+		if !hasIdxPrefix(rw.idx, prefix) {
 			continue
 		}
 		m := enc(rw)

@@ -1,0 +1,158 @@
+package federation_test
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+
+	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+)
+
+// stages is a benchmark's timeline: when each kind of event (an API write of the controller, a
+// driver call, a device commit) happened first and last after start, and how often. It tells
+// where the time to "fully programmed" goes.
+type stages struct {
+	mu    sync.Mutex
+	start time.Time
+	at    map[string][]time.Duration
+	sizes []int // changes per device commit
+}
+
+func newStages() *stages { return &stages{start: time.Now(), at: map[string][]time.Duration{}} }
+
+// restart forgets everything and counts time from now.
+func (s *stages) restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start, s.at, s.sizes = time.Now(), map[string][]time.Duration{}, nil
+}
+
+func (s *stages) mark(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at[name] = append(s.at[name], time.Since(s.start))
+}
+
+// table lists the stages by first occurrence: count, first, last (seconds after start).
+func (s *stages) table() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.at))
+	for n := range s.at {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return s.at[names[i]][0] < s.at[names[j]][0] })
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "stage\tn\tfirst s\tlast s")
+	for _, n := range names {
+		t := s.at[n]
+		fmt.Fprintf(w, "%s\t%d\t%.2f\t%.2f\n", n, len(t), t[0].Seconds(), t[len(t)-1].Seconds())
+	}
+	_ = w.Flush()
+	fmt.Fprintf(&b, "changes per device commit: %v\n", s.sizes)
+	return b.String()
+}
+
+// traceAPI marks every mutating request of the controller built from cfg, when it is answered
+// ("api PATCH backendrecords/status").
+func (s *stages) traceAPI(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			rsp, err := rt.RoundTrip(req)
+			if req.Method != http.MethodGet {
+				s.mark("api " + req.Method + " " + resourceOf(req.URL.Path))
+			}
+			return rsp, err
+		})
+	})
+	return cfg
+}
+
+// traceDriver marks every webhook call when it arrives and when it is answered.
+func (s *stages) traceDriver(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hook := path.Base(r.URL.Path)
+		s.mark("driver " + hook + " called")
+		h.ServeHTTP(w, r)
+		s.mark("driver " + hook + " answered")
+	})
+}
+
+// traceApplies marks every apply of the pair's units until stop is closed.
+func (s *stages) traceApplies(sim *alteonsim.Pair, stop <-chan struct{}) {
+	last := sim.A.Applies() + sim.B.Applies()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+		n := sim.A.Applies() + sim.B.Applies()
+		for ; last < n; last++ {
+			s.mark("device apply")
+		}
+	}
+}
+
+// logger receives the Radware frontend's log: its commits are marked with their size.
+func (s *stages) logger() logr.Logger { return logr.New(stageSink{s}) }
+
+type stageSink struct{ s *stages }
+
+func (stageSink) Init(logr.RuntimeInfo)  {}
+func (stageSink) Enabled(level int) bool { return level <= 1 }
+func (k stageSink) Info(_ int, msg string, kv ...any) {
+	if msg != "Alteon transaction committed" {
+		return
+	}
+	k.s.mark("device commit")
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == "changes" {
+			if n, ok := kv[i+1].(int); ok {
+				k.s.mu.Lock()
+				k.s.sizes = append(k.s.sizes, n)
+				k.s.mu.Unlock()
+			}
+		}
+	}
+}
+func (stageSink) Error(error, string, ...any)      {}
+func (k stageSink) WithValues(...any) logr.LogSink { return k }
+func (k stageSink) WithName(string) logr.LogSink   { return k }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resourceOf reduces an API path (/apis/g/v/namespaces/ns/backendrecords/name/status) to its
+// resource and subresource ("backendrecords/status").
+func resourceOf(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	i := 0
+	switch {
+	case len(parts) > 0 && parts[0] == "api":
+		i = 2
+	case len(parts) > 0 && parts[0] == "apis":
+		i = 3
+	}
+	if i+1 < len(parts) && parts[i] == "namespaces" && i+2 < len(parts) {
+		i += 2
+	}
+	if i >= len(parts) {
+		return p
+	}
+	if i+2 < len(parts) {
+		return parts[i] + "/" + parts[i+2]
+	}
+	return parts[i]
+}
