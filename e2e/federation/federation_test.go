@@ -319,6 +319,17 @@ func TestFederatedLoadBalancing(t *testing.T) {
 		}
 		g.Expect(w.members["m1"].Status().Update(w.ctx, &p)).To(Succeed())
 		g.Eventually(w.registered, wait).WithArguments("m1").ShouldNot(ContainElement(p.Status.PodIP + ":8080"))
+
+		// Ready again: registered again (and m1 keeps a Ready pod for the cases below — with
+		// three members it may have only this one).
+		g.Expect(w.members["m1"].Get(w.ctx, client.ObjectKeyFromObject(&p), &p)).To(Succeed())
+		for i, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				p.Status.Conditions[i].Status = corev1.ConditionTrue
+			}
+		}
+		g.Expect(w.members["m1"].Status().Update(w.ctx, &p)).To(Succeed())
+		g.Eventually(w.registered, wait).WithArguments("m1").Should(ContainElement(p.Status.PodIP + ":8080"))
 	})
 
 	// Member i (from 0) gets weight 2i+1: m1 keeps the template's 1, the others are overridden.

@@ -121,7 +121,9 @@ func TestPullMemberPods(t *testing.T) {
 				g.Expect(sent.Name).To(Equal(name))
 				g.Expect(sent.Status.PodIP).To(Equal(pod.Status.PodIP), "the synthetic pod carries what the report knows")
 			}
-			g.Expect(p.registeredAddrs(g, ns, nil)).To(Equal(sortedAddrs(want...)), "the records are Registered")
+			// The driver has them all: the records' Registered status follows the calls' answers.
+			g.Eventually(func(g Gomega) []string { return p.registeredAddrs(g, ns, nil) }, parityWait, 100*time.Millisecond).
+				Should(Equal(sortedAddrs(want...)), "the records are Registered")
 		})
 	}
 }
