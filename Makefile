@@ -27,7 +27,7 @@ KIND := $(TOOLBIN)/kind-$(KIND_VERSION)
 
 .PHONY: all build test test-unit generate verify-generate lint fmt
 .PHONY: localup tools up down up-kind down-kind test-e2e
-.PHONY: docs helm-lint chart-crds chart-interpreter
+.PHONY: docs helm-lint chart-crds chart-interpreter bench
 
 all: build
 
@@ -96,6 +96,15 @@ generate: $(CONTROLLER_GEN)
 ## verify-generate: fails when generated files are stale.
 verify-generate: $(CONTROLLER_GEN)
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/verify-generate.sh
+
+# Every benchmark once (BENCH narrows them, e.g. BENCH=Register5000Pods), then one table: each
+# figure, its target (hack/benchtable/targets.go) and its ratio to the baseline of the same run.
+# The full set takes about an hour on two cores (the 30,000- and 100,000-record runs dominate).
+BENCH ?= .
+bench:
+	@mkdir -p bin
+	set -o pipefail; $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 180m ./... 2>&1 | tee bin/bench.txt
+	$(GO) run ./hack/benchtable < bin/bench.txt | tee bin/bench-table.txt
 
 lint: $(STATICCHECK)
 	$(GO) vet ./...

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+const sample = `goos: linux
+pkg: github.com/lbfed/lbfed/lbcf/controller
+BenchmarkRegister5000Pods-2   	       1	24000000000 ns/op	         2.000 api-writes/backend	        20.83 x-faster-than-floor	       500.0 s/lbcf-floor	        24.00 s/5000-registered
+    bench_test.go:60: BenchmarkRegister5000Pods 3 log lines are not results
+PASS
+pkg: github.com/lbfed/lbfed/elb/radware
+BenchmarkBackendChanges/coalesced-2         	       1	 1000 ns/op	         4.000 applies/op
+BenchmarkBackendChanges/per-call-2          	       1	 9000 ns/op	      1000 applies/op
+pkg: github.com/lbfed/lbfed/federation
+BenchmarkRestartResync-2   1   5 ns/op   0 driver-calls   30.5 s-to-resynced
+BenchmarkSomethingNew-2    1   7 ns/op
+`
+
+func TestTable(t *testing.T) {
+	g := NewWithT(t)
+	figs, err := parse(strings.NewReader(sample))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(figs).To(HaveLen(13), "every value of every result line, no log line")
+	rows := table(figs, targets)
+	get := func(pkg, bench, unit string) row {
+		for _, r := range rows {
+			if r.pkg == pkg && r.bench == bench && r.unit == unit {
+				return r
+			}
+		}
+		t.Fatalf("no row %s %s %s", pkg, bench, unit)
+		return row{}
+	}
+	for _, tc := range []struct {
+		pkg, bench, unit          string
+		target, verdict, baseline string
+		ratio                     string
+	}{
+		{"lbcf/controller", "BenchmarkRegister5000Pods", "s/5000-registered", "<= 20", "MISSED", "s/lbcf-floor = 500", "0.048"},
+		{"lbcf/controller", "BenchmarkRegister5000Pods", "api-writes/backend", "<= 2", "met", "-", "-"},
+		{"elb/radware", "BenchmarkBackendChanges/coalesced", "applies/op", "-", "", "BackendChanges/per-call applies/op = 1000", "0.004"},
+		{"elb/radware", "BenchmarkBackendChanges/per-call", "applies/op", "-", "", "-", "-"},
+		{"federation", "BenchmarkRestartResync", "driver-calls", "== 0", "met", "-", "-"},
+		{"federation", "BenchmarkRestartResync", "s-to-resynced", "< 60", "met", "-", "-"},
+		{"federation", "BenchmarkSomethingNew", "ns/op", "-", "", "-", "-"},
+	} {
+		r := get(tc.pkg, tc.bench, tc.unit)
+		g.Expect([]string{r.target, r.verdict, r.baseline, r.ratio}).To(Equal([]string{tc.target, tc.verdict, tc.baseline, tc.ratio}), "%s %s", tc.bench, tc.unit)
+	}
+	var out strings.Builder
+	g.Expect(write(&out, rows)).To(Succeed())
+	g.Expect(out.String()).To(ContainSubstring("Register5000Pods"))
+}
+
+func TestBaselineNotRun(t *testing.T) {
+	g := NewWithT(t)
+	figs, err := parse(strings.NewReader("pkg: github.com/lbfed/lbfed/elb/radware\nBenchmarkBackendChanges/coalesced-2 1 3 applies/op\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+	rows := table(figs, targets)
+	g.Expect(rows).To(HaveLen(1))
+	g.Expect(rows[0].baseline).To(Equal("not run"))
+	g.Expect(rows[0].ratio).To(Equal("-"))
+}

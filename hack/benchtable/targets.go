@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"path"
+)
+
+// target is what one figure should reach, and what it is compared with in the same run.
+type target struct {
+	Pkg, Bench, Unit string // Bench is a path.Match pattern ("*" stops at "/")
+	Op               string // "<", "<=", "==", ">=", ">" or "" (no target, baseline only)
+	Value            float64
+	// BaselineBench names the benchmark whose figure of the same unit (or BaselineUnit) is the
+	// baseline; empty: the same benchmark (with BaselineUnit).
+	BaselineBench, BaselineUnit string
+}
+
+// The figures of issue 17 (fleet scale) and the baselines each benchmark measures beside itself.
+var targets = []target{
+	{Pkg: "lbcf/controller", Bench: "BenchmarkRegister5000Pods", Unit: "s/5000-registered", Op: "<=", Value: 20, BaselineUnit: "s/lbcf-floor"},
+	{Pkg: "lbcf/controller", Bench: "BenchmarkRegister5000Pods", Unit: "api-writes/backend", Op: "<=", Value: 2},
+	{Pkg: "lbcf/controller", Bench: "BenchmarkRegister5000Pods", Unit: "record-writes/backend", Op: "<=", Value: 2},
+	{Pkg: "lbcf/controller", Bench: "BenchmarkHealthyDriverBesideHangingOne", Unit: "ms-p99-beside-hanging", BaselineUnit: "ms-p99-alone"},
+	{Pkg: "federation", Bench: "BenchmarkFederatedBackendChanges", Unit: "applies", Op: "<=", Value: 5},
+	{Pkg: "federation", Bench: "BenchmarkFederatedBackendChanges", Unit: "s-to-programmed", Op: "<", Value: 5},
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/default-GC", Unit: "s-to-registered", Op: "<", Value: 120},
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/default-GC", Unit: "MiB-peak-RSS", Op: "<", Value: 256},
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/GOMEMLIMIT-*", Unit: "s-to-registered", Op: "<", Value: 120, BaselineBench: "BenchmarkControllerRSS/default-GC"},
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/GOMEMLIMIT-*", Unit: "MiB-peak-RSS", Op: "<", Value: 256, BaselineBench: "BenchmarkControllerRSS/default-GC"},
+	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "s-to-resynced", Op: "<", Value: 60},
+	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "driver-calls", Op: "==", Value: 0},
+	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "MiB-peak-RSS", Op: "<", Value: 512},
+	{Pkg: "elb/radware", Bench: "BenchmarkBackendChanges/coalesced", Unit: "*", BaselineBench: "BenchmarkBackendChanges/per-call"},
+	{Pkg: "elb/radware", Bench: "BenchmarkPoisonedBatch/isolated/*", Unit: "*", BaselineBench: "BenchmarkPoisonedBatch/legacy/poison-retried"},
+	{Pkg: "elb/bfe", Bench: "BenchmarkGenerateValidate/*", Unit: "ns/op", BaselineBench: "BenchmarkGenerateValidate/baseline-marshal-model"},
+	{Pkg: "lbcf/driver", Bench: "BenchmarkServerCall/*", Unit: "ns/op", BaselineBench: "BenchmarkServerCall/http"},
+}
+
+// find returns the first target a figure matches.
+func find(ts []target, f figure) (target, bool) {
+	for _, t := range ts {
+		if t.Pkg != f.pkg || (t.Unit != "*" && t.Unit != f.unit) {
+			continue
+		}
+		if ok, _ := path.Match(t.Bench, f.bench); ok {
+			return t, true
+		}
+	}
+	return target{}, false
+}
+
+func (t target) met(v float64) bool {
+	switch t.Op {
+	case "<":
+		return v < t.Value
+	case "<=":
+		return v <= t.Value
+	case "==":
+		return v == t.Value
+	case ">=":
+		return v >= t.Value
+	case ">":
+		return v > t.Value
+	}
+	return true
+}
+
+type baseline struct {
+	label string
+	value float64
+}
+
+// baselineOf finds the figure f is compared with; a benchmark is never its own baseline.
+func (t target) baselineOf(f figure, byKey map[string]figure) (baseline, bool) {
+	if t.BaselineBench == "" && t.BaselineUnit == "" {
+		return baseline{}, false
+	}
+	b := figure{pkg: f.pkg, bench: f.bench, unit: f.unit}
+	if t.BaselineBench != "" {
+		b.bench = t.BaselineBench
+	}
+	if t.BaselineUnit != "" {
+		b.unit = t.BaselineUnit
+	}
+	if b.key() == f.key() {
+		return baseline{}, false
+	}
+	got, ok := byKey[b.key()]
+	if !ok {
+		return baseline{label: "not run"}, true
+	}
+	label := got.unit
+	if got.bench != f.bench {
+		label = fmt.Sprintf("%s %s", got.bench[len("Benchmark"):], got.unit)
+	}
+	return baseline{label: fmt.Sprintf("%s = %.4g", label, got.value), value: got.value}, true
+}
