@@ -85,7 +85,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 				r.enqueueRefused(ctx, q)
 			},
 		}).
-		Watches(&corev1.Service{}, sameName, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Service{}, sameName, builder.WithPredicates(frontdoor.ServiceChanged())).
 		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool { return frontdoor.PlacementChanged(e.ObjectOld, e.ObjectNew) },
 		})).
