@@ -147,8 +147,11 @@ type Want struct {
 type Outcome struct {
 	// LoadBalancers are the generated LoadBalancers' names, in port order.
 	LoadBalancers []string
-	// Created: every generated LoadBalancer reports Created=True (the VIP is on the device).
+	// Created: every generated LoadBalancer reports Created=True.
 	Created bool
+	// Serving: at least one does: the VIP is on the device. Status shows the VIP while it is
+	// served, so that adding a port does not withdraw it from status until the new port is up.
+	Serving bool
 	// Waiting says what is not done yet, for the condition message.
 	Waiting []string
 }
@@ -227,7 +230,9 @@ func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 		if err != nil {
 			return out, err
 		}
-		if lb == nil || !lb.IsCreated() {
+		if lb != nil && lb.IsCreated() {
+			out.Serving = true
+		} else {
 			out.Created = false
 			out.Waiting = append(out.Waiting, "LoadBalancer "+names[i]+" not created yet"+lbMessage(lb))
 		}

@@ -155,7 +155,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		ingress = nil
 	case err != nil:
 		// Refused as written, or failed: the device keeps serving what it serves; say so.
-	case out.Created:
+	case out.Serving:
 		ingress = []corev1.LoadBalancerIngress{{IP: vip}}
 	default:
 		ingress = nil
