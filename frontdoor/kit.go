@@ -444,8 +444,9 @@ func (k *Kit) syncPolicy(ctx context.Context, d Door, groups []string, clusters 
 		setOwner(pp, d.ownerRef())
 		pp.Spec.ResourceSelectors = nil
 		for _, g := range groups {
+			// The namespace as Karmada's admission defaults it, so that an unchanged policy is not rewritten.
 			pp.Spec.ResourceSelectors = append(pp.Spec.ResourceSelectors, policyv1alpha1.ResourceSelector{
-				APIVersion: lbcfv1beta1.APIVersion, Kind: lbcfv1beta1.KindBackendGroup, Name: g})
+				APIVersion: lbcfv1beta1.APIVersion, Kind: lbcfv1beta1.KindBackendGroup, Namespace: pp.Namespace, Name: g})
 		}
 		if pp.Spec.Placement.ClusterAffinity == nil {
 			pp.Spec.Placement.ClusterAffinity = &policyv1alpha1.ClusterAffinity{}

@@ -161,8 +161,8 @@ func TestMultiClusterServiceTranslation(t *testing.T) {
 			pp := policy(e, "web")()
 			g.Expect(metav1.GetControllerOf(pp)).To(HaveField("UID", m.UID))
 			g.Expect(pp.Spec.ResourceSelectors).To(ConsistOf(
-				policyv1alpha1.ResourceSelector{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: "mcs-web-tcp-80"},
-				policyv1alpha1.ResourceSelector{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: "mcs-web-udp-53"}))
+				policyv1alpha1.ResourceSelector{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Namespace: e.NS, Name: "mcs-web-tcp-80"},
+				policyv1alpha1.ResourceSelector{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Namespace: e.NS, Name: "mcs-web-udp-53"}))
 
 			// The binding moves: the placement follows unless providerClusters name it.
 			g.Expect(e.C.Get(e.Ctx, client.ObjectKeyFromObject(rb), rb)).To(Succeed())
@@ -390,4 +390,35 @@ func TestMultiClusterServiceDeletion(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMultiClusterServiceChanges: a typo in an annotation of a serving front door is refused and
+// reported, but the VIP stays on the device and in status (a typo must not take it down); a new
+// VIP replaces the LoadBalancer (lbSpec is immutable): the old one leaves the device once, the
+// status follows.
+func TestMultiClusterServiceChanges(t *testing.T) {
+	e := start(t)
+	g := e.G
+	e.Service("web", nil, fdtest.ServicePort("http", 80, corev1.ProtocolTCP, 8080))
+	e.Binding("web", []string{"m1"}, nil)
+	newMCS(e, "web", vip("192.0.2.110"), nil)
+	g.Eventually(condition(e, "web"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonProgrammed)))
+	lb := e.LoadBalancers(labelsOf("web"))[0]
+
+	annotate(e, "web", "lb.zdns.cn/method", "bogus")
+	g.Eventually(condition(e, "web"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonInvalid)))
+	g.Expect(ingress(e, "web")()).To(Equal([]corev1.LoadBalancerIngress{{IP: "192.0.2.110"}}))
+	g.Expect(e.LoadBalancers(labelsOf("web"))).To(ConsistOf(HaveField("UID", lb.UID)))
+	g.Expect(e.Drv.LoadBalancers()).To(HaveLen(1))
+
+	annotate(e, "web", "lb.zdns.cn/method", "rr")
+	annotate(e, "web", "lb.zdns.cn/vip", "192.0.2.111")
+	g.Eventually(ingress(e, "web"), wait).Should(Equal([]corev1.LoadBalancerIngress{{IP: "192.0.2.111"}}))
+	g.Expect(condition(e, "web")().Reason).To(Equal(frontdoor.ReasonProgrammed))
+	lbs := e.LoadBalancers(labelsOf("web"))
+	g.Expect(lbs).To(HaveLen(1))
+	g.Expect(lbs[0].UID).NotTo(Equal(lb.UID))
+	g.Expect(lbs[0].Spec.LBSpec).To(HaveKeyWithValue("vip", "192.0.2.111"))
+	g.Expect(e.Drv.CountCalls(driver.DeleteLoadBalancer)).To(Equal(1))
+	g.Expect(e.Drv.LoadBalancers()).To(HaveLen(1))
 }
