@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -117,7 +118,7 @@ func LoadBalancerEnabled(m *networkingv1alpha1.MultiClusterService) bool {
 }
 
 func door(m *networkingv1alpha1.MultiClusterService) frontdoor.Door {
-	return frontdoor.Door{Kind: Kind, GVK: networkingv1alpha1.SchemeGroupVersion.WithKind(networkingv1alpha1.ResourceKindMultiClusterService), Object: m}
+	return frontdoor.Door{Kind: Kind, GVK: schema.GroupVersionKind{Group: networkingv1alpha1.GroupVersion.Group, Version: networkingv1alpha1.GroupVersion.Version, Kind: networkingv1alpha1.ResourceKindMultiClusterService}, Object: m}
 }
 
 // Reconcile translates one MultiClusterService.

@@ -18,7 +18,7 @@ import (
 
 	clusterv1alpha1 "github.com/karmada-io/karmada/pkg/apis/cluster/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
-	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -132,7 +132,7 @@ var Scheme = func() *runtime.Scheme {
 // client.
 type Env struct {
 	T   testing.TB
-	G   Gomega
+	G   gomega.Gomega
 	Ctx context.Context
 	Cfg *rest.Config
 	C   client.Client
@@ -152,12 +152,12 @@ func New(t testing.TB) *Env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	e := &Env{T: t, G: NewWithT(t), Ctx: ctx, Cfg: cfg, C: c, Drv: memdriver.New(), NS: fmt.Sprintf("fd-%d", time.Now().UnixNano()%100000000)}
-	e.G.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.NS}})).To(Succeed())
+	e := &Env{T: t, G: gomega.NewWithT(t), Ctx: ctx, Cfg: cfg, C: c, Drv: memdriver.New(), NS: fmt.Sprintf("fd-%d", time.Now().UnixNano()%100000000)}
+	e.G.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.NS}})).To(gomega.Succeed())
 	srv := httptest.NewServer(e.Drv.Handler(driver.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 	e.G.Expect(c.Create(ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Name: Driver, Namespace: e.NS},
-		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: srv.URL}})).To(Succeed())
+		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: srv.URL}})).To(gomega.Succeed())
 	return e
 }
 
@@ -166,13 +166,13 @@ func (e *Env) Start(setup func(mgr ctrl.Manager) error) {
 	skip := true
 	mgr, err := ctrl.NewManager(e.Cfg, ctrl.Options{Scheme: Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions()})
-	e.G.Expect(err).NotTo(HaveOccurred())
+	e.G.Expect(err).NotTo(gomega.HaveOccurred())
 	_, err = federation.Setup(e.Ctx, mgr, federation.Options{Grace: time.Minute, ResyncPeriod: time.Minute, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
 	}})
-	e.G.Expect(err).NotTo(HaveOccurred())
-	e.G.Expect(setup(mgr)).To(Succeed())
+	e.G.Expect(err).NotTo(gomega.HaveOccurred())
+	e.G.Expect(setup(mgr)).To(gomega.Succeed())
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(e.Ctx)
 	go func() { done <- mgr.Start(ctx) }()
@@ -195,7 +195,7 @@ func (e *Env) Service(name string, mutate func(*corev1.Service), ports ...corev1
 	if mutate != nil {
 		mutate(s)
 	}
-	e.G.Expect(e.C.Create(e.Ctx, s)).To(Succeed())
+	e.G.Expect(e.C.Create(e.Ctx, s)).To(gomega.Succeed())
 	return s
 }
 
@@ -214,21 +214,21 @@ func (e *Env) Binding(svc string, clusters []string, requiredBy []string) *workv
 		}
 		rb.Spec.RequiredBy = []workv1alpha2.BindingSnapshot{snap}
 	}
-	e.G.Expect(e.C.Create(e.Ctx, rb)).To(Succeed())
+	e.G.Expect(e.C.Create(e.Ctx, rb)).To(gomega.Succeed())
 	return rb
 }
 
 // Cluster creates a Ready Karmada Cluster (removed when the test ends).
 func (e *Env) Cluster(name string) {
 	c := &clusterv1alpha1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	e.G.Expect(client.IgnoreAlreadyExists(e.C.Create(e.Ctx, c))).To(Succeed())
+	e.G.Expect(client.IgnoreAlreadyExists(e.C.Create(e.Ctx, c))).To(gomega.Succeed())
 	e.T.Cleanup(func() { _ = e.C.Delete(context.Background(), c) })
 }
 
 // Events returns the notes of the events about the object of that kind and name with that reason.
 func (e *Env) Events(kind, name, reason string) []string {
 	list := &eventsv1.EventList{}
-	e.G.Expect(e.C.List(e.Ctx, list, client.InNamespace(e.NS))).To(Succeed())
+	e.G.Expect(e.C.List(e.Ctx, list, client.InNamespace(e.NS))).To(gomega.Succeed())
 	var out []string
 	for _, ev := range list.Items {
 		if ev.Regarding.Kind == kind && ev.Regarding.Name == name && ev.Reason == reason {
@@ -241,13 +241,13 @@ func (e *Env) Events(kind, name, reason string) []string {
 // LoadBalancers returns the namespace's LoadBalancers carrying the labels.
 func (e *Env) LoadBalancers(labels map[string]string) []lbcfv1beta1.LoadBalancer {
 	list := &lbcfv1beta1.LoadBalancerList{}
-	e.G.Expect(e.C.List(e.Ctx, list, client.InNamespace(e.NS), client.MatchingLabels(labels))).To(Succeed())
+	e.G.Expect(e.C.List(e.Ctx, list, client.InNamespace(e.NS), client.MatchingLabels(labels))).To(gomega.Succeed())
 	return list.Items
 }
 
 // BackendGroups returns the namespace's BackendGroups carrying the labels.
 func (e *Env) BackendGroups(labels map[string]string) []lbcfv1beta1.BackendGroup {
 	list := &lbcfv1beta1.BackendGroupList{}
-	e.G.Expect(e.C.List(e.Ctx, list, client.InNamespace(e.NS), client.MatchingLabels(labels))).To(Succeed())
+	e.G.Expect(e.C.List(e.Ctx, list, client.InNamespace(e.NS), client.MatchingLabels(labels))).To(gomega.Succeed())
 	return list.Items
 }
