@@ -41,7 +41,9 @@
 //
 // Input that cannot be served as written (no or bad VIP, bad method, no Service, no TCP/UDP
 // port, no selector) is refused the same way, but what was generated before stays: a typo in an
-// annotation must not take a serving VIP off the device. Removing the front door (deleting it,
+// annotation must not take a serving VIP off the device. Likewise a port whose named target port
+// cannot be resolved any more (Want.Held) keeps its LoadBalancer and placed BackendGroup while the
+// other ports are synced. Removing the front door (deleting it,
 // dropping LoadBalancer from a MultiClusterService's types, changing a Service's class) is the
 // way to withdraw it.
 //

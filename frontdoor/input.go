@@ -40,10 +40,12 @@ type PortFilter func(corev1.ServicePort) bool
 // their target port resolved to a number (a named target port through the pod templates of the
 // namespace's Deployments, StatefulSets and DaemonSets that the selector matches: LBCF
 // BackendGroups select pod ports by number). Ports that cannot be exposed are returned in
-// skipped with the reason; a Service without a selector is refused (no pods to select).
-func (k *Kit) Ports(ctx context.Context, svc *corev1.Service, keep PortFilter) (ports []Port, skipped []string, err error) {
+// skipped with the reason; those whose target port cannot be resolved (now) are also in held: what
+// was generated for them stays (Want.Held). A Service without a selector is refused (no pods to
+// select).
+func (k *Kit) Ports(ctx context.Context, svc *corev1.Service, keep PortFilter) (ports, held []Port, skipped []string, err error) {
 	if len(svc.Spec.Selector) == 0 {
-		return nil, nil, Refusef(ReasonInvalid, "Service %s/%s has no selector: the front door selects its pods in every member", svc.Namespace, svc.Name)
+		return nil, nil, nil, Refusef(ReasonInvalid, "Service %s/%s has no selector: the front door selects its pods in every member", svc.Namespace, svc.Name)
 	}
 	for _, sp := range svc.Spec.Ports {
 		if keep != nil && !keep(sp) {
@@ -66,13 +68,14 @@ func (k *Kit) Ports(ctx context.Context, svc *corev1.Service, keep PortFilter) (
 			n, why := k.namedPort(ctx, svc, sp.TargetPort.StrVal, proto)
 			if n == 0 {
 				skipped = append(skipped, fmt.Sprintf("%s: target port %q: %s", name, sp.TargetPort.StrVal, why))
+				held = append(held, Port{Port: sp.Port, Protocol: proto})
 				continue
 			}
 			target = n
 		}
 		ports = append(ports, Port{Port: sp.Port, Protocol: proto, TargetPort: target})
 	}
-	return ports, skipped, nil
+	return ports, held, skipped, nil
 }
 
 // namedPort resolves a named target port through the pod templates on the Karmada API server

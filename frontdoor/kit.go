@@ -138,6 +138,9 @@ type Want struct {
 	// Selector selects the backend pods in every member (the Service's spec.selector).
 	Selector map[string]string
 	Ports    []Port
+	// Held are ports that cannot be translated now (an unresolvable target port): what was
+	// generated for them stays as it is and stays placed, as for input refused as written.
+	Held []Port
 	// Clusters place the generated BackendGroups. Empty: the placement is left as it is (none
 	// is created): a Service whose binding is missing or empty is unobserved, not gone.
 	Clusters []string
@@ -240,15 +243,38 @@ func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 			return out, err
 		}
 	}
+	held, err := k.heldNames(ctx, d, w.Held)
+	if err != nil {
+		return out, err
+	}
 	if len(w.Clusters) > 0 {
-		if err := k.syncPolicy(ctx, d, names, w.Clusters); err != nil {
+		if err := k.syncPolicy(ctx, d, append(slices.Clone(names), held...), w.Clusters); err != nil {
 			return out, err
 		}
 	} else {
 		out.Waiting = append(out.Waiting, "no member cluster to place the backends on yet")
 	}
-	if err := k.removeStale(ctx, d, names); err != nil {
+	if err := k.removeStale(ctx, d, append(slices.Clone(names), held...)); err != nil {
 		return out, err
+	}
+	return out, nil
+}
+
+// heldNames lists the generated BackendGroups of the held ports that exist.
+func (k *Kit) heldNames(ctx context.Context, d Door, ports []Port) ([]string, error) {
+	var out []string
+	for _, p := range ports {
+		n := Name(d.Kind, d.Object.GetName(), p)
+		bg := &lbcfv1beta1.BackendGroup{}
+		if err := k.Client.Get(ctx, client.ObjectKey{Namespace: d.Object.GetNamespace(), Name: n}, bg); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("get BackendGroup %s: %w", n, err)
+		}
+		if d.owns(bg) {
+			out = append(out, n)
+		}
 	}
 	return out, nil
 }

@@ -186,7 +186,7 @@ func (r *Reconciler) sync(ctx context.Context, d frontdoor.Door, m *networkingv1
 		}
 		return out, vip, nil, fmt.Errorf("get Service: %w", err)
 	}
-	ports, skipped, err := r.kit.Ports(ctx, svc, portFilter(m.Spec.Ports))
+	ports, held, skipped, err := r.kit.Ports(ctx, svc, portFilter(m.Spec.Ports))
 	if err != nil {
 		return out, vip, skipped, err
 	}
@@ -207,7 +207,7 @@ func (r *Reconciler) sync(ctx context.Context, d frontdoor.Door, m *networkingv1
 			return out, vip, skipped, err
 		}
 	}
-	out, err = r.kit.Sync(ctx, d, frontdoor.Want{VIP: addr, Method: method, Selector: svc.Spec.Selector, Ports: ports, Clusters: clusters})
+	out, err = r.kit.Sync(ctx, d, frontdoor.Want{VIP: addr, Method: method, Selector: svc.Spec.Selector, Ports: ports, Held: held, Clusters: clusters})
 	return out, vip, skipped, err
 }
 

@@ -7,11 +7,13 @@ import (
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -421,4 +423,49 @@ func TestMultiClusterServiceChanges(t *testing.T) {
 	g.Expect(lbs[0].Spec.LBSpec).To(HaveKeyWithValue("vip", "192.0.2.111"))
 	g.Expect(e.Drv.CountCalls(driver.DeleteLoadBalancer)).To(Equal(1))
 	g.Expect(e.Drv.LoadBalancers()).To(HaveLen(1))
+}
+
+// TestMultiClusterServiceNamedTargetPort: LBCF selects pod ports by number, so a named target port
+// is resolved through the pod templates on Karmada that the Service selects; one number is used,
+// two different numbers are reported (the port keeps what it had, the others are exposed).
+func TestMultiClusterServiceNamedTargetPort(t *testing.T) {
+	e := start(t)
+	g := e.G
+	deployment := func(name string, labels map[string]string, port int32) {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: name}, Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "web", Image: "registry.example/web:1", Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: port}, {Name: "other", ContainerPort: 9999}}}}}},
+		}}
+		g.Expect(e.C.Create(e.Ctx, d)).To(Succeed())
+	}
+	deployment("web", map[string]string{"app": "web", "track": "stable"}, 8080)
+	deployment("unrelated", map[string]string{"app": "other"}, 7000)
+	named := func(svcPort int32, name string) corev1.ServicePort {
+		sp := fdtest.ServicePort(name, svcPort, corev1.ProtocolTCP, 0)
+		sp.TargetPort = intstr.FromString(name)
+		return sp
+	}
+	e.Service("web", nil, named(80, "web"))
+	e.Binding("web", []string{"m1"}, nil)
+	newMCS(e, "web", vip("192.0.2.120"), nil)
+	g.Eventually(condition(e, "web"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonProgrammed)))
+	bgs := e.BackendGroups(labelsOf("web"))
+	g.Expect(bgs).To(HaveLen(1))
+	g.Expect(bgs[0].Spec.Pods.Ports).To(Equal([]lbcfv1beta1.PortSelector{{Port: 8080, Protocol: "TCP"}}))
+
+	// A second workload selected by the Service names the port differently: reported.
+	deployment("canary", map[string]string{"app": "web", "track": "canary"}, 8081)
+	svc := &corev1.Service{}
+	g.Expect(e.C.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "web"}, svc)).To(Succeed())
+	svc.Spec.Ports = append(svc.Spec.Ports, fdtest.ServicePort("plain", 81, corev1.ProtocolTCP, 8082))
+	g.Expect(e.C.Update(e.Ctx, svc)).To(Succeed())
+	g.Eventually(condition(e, "web"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonPortsSkipped)))
+	g.Expect(condition(e, "web")().Message).To(ContainSubstring(`port 80/TCP: target port "web": the selected workloads give it different numbers`))
+	// The ambiguous port keeps what it had (a serving port is not withdrawn for an input
+	// problem), still placed; the new port is added.
+	g.Expect(e.LoadBalancers(labelsOf("web"))).To(ConsistOf(HaveField("Name", "mcs-web-tcp-80"), HaveField("Name", "mcs-web-tcp-81")))
+	g.Expect(e.BackendGroups(labelsOf("web"))).To(ContainElement(HaveField("Spec.Pods.Ports", Equal([]lbcfv1beta1.PortSelector{{Port: 8080, Protocol: "TCP"}}))))
+	g.Eventually(func() int { return len(policy(e, "web")().Spec.ResourceSelectors) }, wait).Should(Equal(2))
 }

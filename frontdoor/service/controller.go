@@ -189,7 +189,7 @@ func (r *Reconciler) sync(ctx context.Context, d frontdoor.Door, svc *corev1.Ser
 	if err != nil {
 		return "", frontdoor.Outcome{}, nil, err
 	}
-	ports, skipped, err := r.kit.Ports(ctx, svc, nil)
+	ports, held, skipped, err := r.kit.Ports(ctx, svc, nil)
 	if err != nil {
 		return "", frontdoor.Outcome{}, skipped, err
 	}
@@ -200,7 +200,7 @@ func (r *Reconciler) sync(ctx context.Context, d frontdoor.Door, svc *corev1.Ser
 	if err != nil {
 		return "", frontdoor.Outcome{}, skipped, err
 	}
-	out, err := r.kit.Sync(ctx, d, frontdoor.Want{VIP: addr, Method: method, Selector: svc.Spec.Selector, Ports: ports, Clusters: clusters})
+	out, err := r.kit.Sync(ctx, d, frontdoor.Want{VIP: addr, Method: method, Selector: svc.Spec.Selector, Ports: ports, Held: held, Clusters: clusters})
 	return addr.String(), out, skipped, err
 }
 
