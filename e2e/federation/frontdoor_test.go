@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -208,6 +209,71 @@ func TestMultiClusterServiceLoadBalancer(t *testing.T) {
 				g.Expect(weights).To(HaveKey(strings.Split(addr, ":")[0]))
 			}
 		}, wait, time.Second).Should(Succeed())
+	})
+
+	t.Run("a per-cluster weight set by an OverridePolicy on the generated groups reaches the device", func(t *testing.T) {
+		g := NewWithT(t)
+		op := &unstructured.Unstructured{}
+		g.Expect(yaml.Unmarshal([]byte(fmt.Sprintf(`
+apiVersion: policy.karmada.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: web-weight, namespace: %s}
+spec:
+  resourceSelectors:
+  - apiVersion: lbcf.tkestack.io/v1beta1
+    kind: BackendGroup
+    labelSelector: {matchLabels: {%s: %s, %s: web}}
+  overrideRules:
+  - targetCluster: {clusterNames: [m2]}
+    overriders:
+      plaintext:
+      - {path: /spec/parameters/weight, operator: replace, value: "3"}
+`, w.ex.Namespace, frontdoor.LabelFrontDoor, mcs.Kind, frontdoor.LabelFrontDoorName)), &op.Object)).To(Succeed())
+		g.Expect(deploy.Apply(w.ctx, w.karmada, op)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			weights := w.deviceWeights(g)
+			m1, m2 := w.readyPods("m1"), w.readyPods("m2")
+			g.Expect(m1).NotTo(BeEmpty())
+			g.Expect(m2).NotTo(BeEmpty())
+			for _, addr := range m1 {
+				g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], 1))
+			}
+			for _, addr := range m2 {
+				g.Expect(weights).To(HaveKeyWithValue(strings.Split(addr, ":")[0], 3))
+			}
+		}, wait, time.Second).Should(Succeed())
+	})
+
+	t.Run("a member whose API server stops is withdrawn after the grace period, as for BackendGroups", func(t *testing.T) {
+		g := NewWithT(t)
+		apiserver := w.process("m2-apiserver")
+		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGSTOP)).To(Succeed())
+		stopped := true
+		defer func() {
+			if stopped {
+				_ = syscall.Kill(apiserver.PID(), syscall.SIGCONT)
+			}
+		}()
+		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments("m2").Should(BeEmpty())
+		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(HaveKey("m1"), Not(HaveKey("m2"))))
+		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGCONT)).To(Succeed())
+		stopped = false
+		// As in TestFederatedLoadBalancing: kwok does not re-report pods the node lifecycle
+		// controller marked NotReady meanwhile; do it in its place.
+		g.Eventually(func(g Gomega) {
+			list := &corev1.PodList{}
+			g.Expect(w.members["m2"].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"})).To(Succeed())
+			for i := range list.Items {
+				p := &list.Items[i]
+				for j, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+						p.Status.Conditions[j].Status = corev1.ConditionTrue
+						_ = w.members["m2"].Status().Update(w.ctx, p)
+					}
+				}
+			}
+			matches("m2")(g)
+		}, 4*time.Minute, 2*time.Second).Should(Succeed())
 	})
 
 	t.Run("deleting the MultiClusterService removes the virtual server once", func(t *testing.T) {
