@@ -316,7 +316,8 @@ func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 		want[key] = p
 	}
 	list := &lbcfv1beta1.LoadBalancerList{}
-	if err := k.Client.List(ctx, list); err != nil {
+	// Read only: no copies of every LoadBalancer of the federation.
+	if err := k.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list LoadBalancers: %w", err)
 	}
 	mine := map[claimKey]*lbcfv1beta1.LoadBalancer{}

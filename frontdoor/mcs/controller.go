@@ -101,7 +101,8 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 // LoadBalancer that appeared or went may settle it.
 func (r *Reconciler) enqueueRefused(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	list := &networkingv1alpha1.MultiClusterServiceList{}
-	if err := r.List(ctx, list); err != nil {
+	// Read only: no copies (every LoadBalancer event of the initial list comes here).
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	for i := range list.Items {
@@ -140,6 +141,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		if left {
 			logger.V(1).Info("LoadBalancer removed from spec.types: generated objects deleted")
+		}
+		if meta.FindStatusCondition(m.Status.Conditions, frontdoor.ConditionLoadBalancer) == nil {
+			return reconcile.Result{}, nil // never served by lbfed: its status is not ours
 		}
 		return reconcile.Result{}, r.writeStatus(ctx, m, nil, nil)
 	}

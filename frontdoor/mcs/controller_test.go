@@ -469,3 +469,44 @@ func TestMultiClusterServiceNamedTargetPort(t *testing.T) {
 	g.Expect(e.BackendGroups(labelsOf("web"))).To(ContainElement(HaveField("Spec.Pods.Ports", Equal([]lbcfv1beta1.PortSelector{{Port: 8080, Protocol: "TCP"}}))))
 	g.Eventually(func() int { return len(policy(e, "web")().Spec.ResourceSelectors) }, wait).Should(Equal(2))
 }
+
+// TestMultiClusterServiceOfOthers: a MultiClusterService without LoadBalancer in its types is
+// not lbfed's: its status (written here as another provider would) is never changed, while a
+// LoadBalancer one created after it is served (the controller was acting).
+func TestMultiClusterServiceOfOthers(t *testing.T) {
+	e := start(t)
+	g := e.G
+	e.Service("web", nil, fdtest.ServicePort("http", 80, corev1.ProtocolTCP, 8080))
+	e.Binding("web", []string{"m1"}, nil)
+	other := newMCS(e, "other", vip("192.0.2.130"), func(m *networkingv1alpha1.MultiClusterService) {
+		m.Spec.Types = []networkingv1alpha1.ExposureType{networkingv1alpha1.ExposureTypeCrossCluster}
+	})
+	other.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+	meta.SetStatusCondition(&other.Status.Conditions, metav1.Condition{Type: "ServiceApplied", Status: metav1.ConditionTrue, Reason: "ServiceAppliedSucceed"})
+	g.Expect(e.C.Status().Update(e.Ctx, other)).To(Succeed())
+	rv := other.ResourceVersion
+
+	newMCS(e, "web", vip("192.0.2.131"), nil)
+	g.Eventually(condition(e, "web"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonProgrammed)))
+	// A change of the other one passes through the controller too.
+	annotate(e, "other", "touched", "1")
+	g.Eventually(func() string {
+		m := &networkingv1alpha1.MultiClusterService{}
+		_ = e.C.Get(e.Ctx, client.ObjectKeyFromObject(other), m)
+		return m.Annotations["touched"]
+	}, wait).Should(Equal("1"))
+	annotate(e, "web", "lb.zdns.cn/method", "lc") // queued after "other": once served, "other" was too
+	g.Eventually(func() string {
+		lbs := e.LoadBalancers(labelsOf("web"))
+		if len(lbs) != 1 {
+			return ""
+		}
+		return lbs[0].Spec.LBSpec["method"]
+	}, wait).Should(Equal("lc"))
+	got := &networkingv1alpha1.MultiClusterService{}
+	g.Expect(e.C.Get(e.Ctx, client.ObjectKeyFromObject(other), got)).To(Succeed())
+	g.Expect(got.Status.LoadBalancer.Ingress).To(Equal([]corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}))
+	g.Expect(got.Status.Conditions).To(HaveLen(1))
+	g.Expect(got.ResourceVersion).NotTo(Equal(rv)) // only the annotation changed it
+	g.Expect(e.LoadBalancers(labelsOf("other"))).To(BeEmpty())
+}
