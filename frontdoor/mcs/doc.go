@@ -20,6 +20,7 @@
 // MultiClusterService controller writes its ServiceApplied condition in the same list for
 // CrossCluster; both keep the other's condition (conflicting writes are retried).
 //
-// Dropping LoadBalancer from spec.types deletes the generated objects; deleting the
-// MultiClusterService leaves that to the garbage collector through the owner references.
+// Deleting the MultiClusterService leaves the generated objects to the garbage collector through
+// the owner references. Karmada's webhook keeps spec.types immutable (and to one type); where it
+// does not run, dropping LoadBalancer from spec.types deletes them too.
 package mcs
