@@ -35,8 +35,9 @@
 // (ReasonNameTaken, the object named). Two claims on one VIP:port/protocol (front doors of any
 // kind, or a user's own LBCF LoadBalancer) are settled by age: the older LoadBalancer keeps it,
 // ties by namespace/name, and a front door without a LoadBalancer for it yet is the newest. The
-// newer front door is refused (ReasonConflict, the holder named), removes what it had generated
-// (a race), and is examined again whenever a LoadBalancer goes. A refusal is reported as a
+// newer front door is refused (ReasonConflict, the holder named) and is examined again whenever a
+// LoadBalancer goes; a LoadBalancer of it that lost a race for the VIP:port is removed, the ports
+// it already serves stay (adding a port on a taken VIP:port does not take the others down). A refusal is reported as a
 // condition (where the kind has conditions) and an event, and is never retried blindly.
 //
 // Input that cannot be served as written (no or bad VIP, bad method, no Service, no TCP/UDP

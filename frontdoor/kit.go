@@ -198,8 +198,8 @@ func lbSpec(w Want, p Port) map[string]string {
 // Sync makes the front door's generated objects match w: one LoadBalancer and one BackendGroup per
 // port, one PropagationPolicy for the BackendGroups, and nothing else. It refuses (a *Refusal)
 // when a VIP:port/protocol is held by an older LoadBalancer of someone else, or a name it needs
-// is taken by an object it did not generate; it then generates nothing, and removes what it had
-// generated for a port another front door won.
+// is taken by an object it did not generate; it then writes nothing new and leaves what it had
+// generated, except a LoadBalancer that lost a race for a VIP:port.
 func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 	var out Outcome
 	ns := d.Object.GetNamespace()
@@ -308,7 +308,8 @@ func keyOf(spec map[string]string) (claimKey, bool) {
 // checkConflicts refuses the front door when another LoadBalancer (a front door's or a user's)
 // already holds one of its VIP:port/protocol and is older than this front door's own
 // LoadBalancer for it (a front door without one yet is the newest). Ties go by namespace/name.
-// The loser's generated LoadBalancers are removed by Sync's caller through Release.
+// A LoadBalancer of this front door that lost such a race is deleted; the others stay (a port
+// added on a taken VIP:port must not take the serving ports down).
 func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 	want := map[claimKey]Port{}
 	for _, p := range w.Ports {
@@ -329,26 +330,50 @@ func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 			}
 		}
 	}
+	var refusal error
 	for i := range list.Items {
 		other := &list.Items[i]
 		key, ok := keyOf(other.Spec.LBSpec)
-		if !ok || (other.Namespace == d.Object.GetNamespace() && d.owns(other)) {
+		if !ok || (other.Namespace == d.Object.GetNamespace() && d.owns(other)) || other.DeletionTimestamp != nil {
 			continue
 		}
 		p, clash := want[key]
 		if !clash {
 			continue
 		}
-		if own := mine[key]; own != nil && older(own, other) {
+		own := mine[key]
+		if own != nil && older(own, other) {
 			continue
 		}
-		holder := "LoadBalancer " + other.Namespace + "/" + other.Name
-		if l := other.Labels; l[LabelFrontDoor] != "" {
-			holder += fmt.Sprintf(" (front door %s %s/%s)", l[LabelFrontDoor], other.Namespace, l[LabelFrontDoorName])
+		if own != nil && own.DeletionTimestamp == nil {
+			if err := k.Client.Delete(ctx, own, client.Preconditions{UID: ptr.To(own.UID)}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete LoadBalancer %s that lost %s:%s: %w", own.Name, w.VIP, p, err)
+			}
 		}
-		return Refusef(ReasonConflict, "%s:%s is already served by %s", w.VIP, p, holder)
+		if refusal == nil {
+			holder := "LoadBalancer " + other.Namespace + "/" + other.Name
+			if l := other.Labels; l[LabelFrontDoor] != "" {
+				holder += fmt.Sprintf(" (front door %s %s/%s)", l[LabelFrontDoor], other.Namespace, l[LabelFrontDoorName])
+			}
+			refusal = Refusef(ReasonConflict, "%s:%s is already served by %s", w.VIP, p, holder)
+		}
 	}
-	return nil
+	return refusal
+}
+
+// Serving tells whether one of the front door's LoadBalancers is created on the device (for
+// status after a refusal: what was generated before stays).
+func (k *Kit) Serving(ctx context.Context, d Door) (bool, error) {
+	list := &lbcfv1beta1.LoadBalancerList{}
+	if err := k.Client.List(ctx, list, client.InNamespace(d.Object.GetNamespace()), client.MatchingLabels(d.labels())); err != nil {
+		return false, fmt.Errorf("list generated LoadBalancers: %w", err)
+	}
+	for i := range list.Items {
+		if d.owns(&list.Items[i]) && list.Items[i].DeletionTimestamp == nil && list.Items[i].IsCreated() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // older orders two claims on one VIP:port: the earlier LoadBalancer, then the smaller namespace/name.

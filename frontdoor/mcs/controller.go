@@ -153,11 +153,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	rf, refused := frontdoor.AsRefusal(err)
 	switch {
 	case refused && rf.Reason == frontdoor.ReasonConflict:
-		// The loser holds nothing: its LoadBalancers (raced with the winner's) go.
-		if _, rerr := r.kit.Release(ctx, d); rerr != nil {
-			return reconcile.Result{}, rerr
+		// What it served before stays; a LoadBalancer that lost a race is gone.
+		serving, serr := r.kit.Serving(ctx, d)
+		if serr != nil {
+			return reconcile.Result{}, serr
 		}
-		ingress = nil
+		if !serving {
+			ingress = nil
+		}
 	case err != nil:
 		// Refused as written, or failed: the device keeps serving what it serves; say so.
 	case out.Serving:

@@ -510,3 +510,45 @@ func TestMultiClusterServiceOfOthers(t *testing.T) {
 	g.Expect(got.ResourceVersion).NotTo(Equal(rv)) // only the annotation changed it
 	g.Expect(e.LoadBalancers(labelsOf("other"))).To(BeEmpty())
 }
+
+// TestMultiClusterServiceConflictKeepsServingPorts: a port added on a VIP:port someone else holds
+// is refused, but the ports the front door already serves stay on the device and in status; a
+// LoadBalancer that lost a race for a VIP:port (created after the holder's) is removed.
+func TestMultiClusterServiceConflictKeepsServingPorts(t *testing.T) {
+	e := start(t)
+	g := e.G
+	user := &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "user-vip"},
+		Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: fdtest.Driver, LBSpec: map[string]string{"vip": "192.0.2.140", "port": "443", "protocol": "TCP"}}}
+	g.Expect(e.C.Create(e.Ctx, user)).To(Succeed())
+	for _, n := range []string{"a", "b"} {
+		e.Service(n, nil, fdtest.ServicePort("http", 80, corev1.ProtocolTCP, 8080))
+		e.Binding(n, []string{"m1"}, nil)
+	}
+	newMCS(e, "a", vip("192.0.2.140"), nil)
+	g.Eventually(condition(e, "a"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonProgrammed)))
+	served := e.LoadBalancers(labelsOf("a"))
+	g.Expect(served).To(HaveLen(1))
+
+	svc := &corev1.Service{}
+	g.Expect(e.C.Get(e.Ctx, client.ObjectKey{Namespace: e.NS, Name: "a"}, svc)).To(Succeed())
+	svc.Spec.Ports = append(svc.Spec.Ports, fdtest.ServicePort("https", 443, corev1.ProtocolTCP, 8443))
+	g.Expect(e.C.Update(e.Ctx, svc)).To(Succeed())
+	g.Eventually(condition(e, "a"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonConflict)))
+	g.Expect(condition(e, "a")().Message).To(Equal("192.0.2.140:443/TCP is already served by LoadBalancer " + e.NS + "/user-vip"))
+	g.Expect(e.LoadBalancers(labelsOf("a"))).To(ConsistOf(HaveField("UID", served[0].UID)), "port 80 still served")
+	g.Expect(ingress(e, "a")()).To(Equal([]corev1.LoadBalancerIngress{{IP: "192.0.2.140"}}))
+	g.Expect(e.Drv.CountCalls(driver.DeleteLoadBalancer)).To(BeZero())
+
+	// b lost a race for 192.0.2.140:80: its LoadBalancer, created after a's, goes.
+	b := newMCS(e, "b", nil, nil)
+	g.Eventually(condition(e, "b"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonInvalid)))
+	raced := &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "mcs-b-tcp-80", Labels: labelsOf("b"),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "networking.karmada.io/v1alpha1", Kind: "MultiClusterService", Name: "b", UID: b.UID, Controller: ptr.To(true)}}},
+		Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: fdtest.Driver, LBSpec: map[string]string{"vip": "192.0.2.140", "port": "80", "protocol": "TCP", "method": "rr"}}}
+	g.Expect(e.C.Create(e.Ctx, raced)).To(Succeed())
+	annotate(e, "b", "lb.zdns.cn/vip", "192.0.2.140")
+	g.Eventually(condition(e, "b"), wait).Should(And(Not(BeNil()), HaveField("Reason", frontdoor.ReasonConflict)))
+	g.Eventually(func() []lbcfv1beta1.LoadBalancer { return e.LoadBalancers(labelsOf("b")) }, wait).Should(BeEmpty())
+	g.Expect(ingress(e, "b")()).To(BeEmpty())
+	g.Expect(e.LoadBalancers(labelsOf("a"))).To(ConsistOf(HaveField("UID", served[0].UID)))
+}

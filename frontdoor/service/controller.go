@@ -165,10 +165,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	rf, refused := frontdoor.AsRefusal(err)
 	switch {
 	case refused && rf.Reason == frontdoor.ReasonConflict:
-		if _, rerr := r.kit.Release(ctx, d); rerr != nil {
-			return reconcile.Result{}, rerr
+		// What it served before stays; a LoadBalancer that lost a race is gone.
+		serving, serr := r.kit.Serving(ctx, d)
+		if serr != nil {
+			return reconcile.Result{}, serr
 		}
-		err = r.setIngress(ctx, svc, "")
+		if !serving {
+			err = r.setIngress(ctx, svc, "")
+		}
 	case err != nil:
 		// Refused as written, or failed: the members keep showing what the device serves.
 	case out.Serving:
