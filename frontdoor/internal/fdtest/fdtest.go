@@ -28,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -158,14 +159,23 @@ func New(t testing.TB) *Env {
 	t.Cleanup(srv.Close)
 	e.G.Expect(c.Create(ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Name: Driver, Namespace: e.NS},
 		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: srv.URL}})).To(gomega.Succeed())
+	// Tests share the cluster and conflicts are cluster-wide: free this test's VIPs when it ends
+	// (LoadBalancers being deleted hold none; with the controllers stopped they stay so).
+	t.Cleanup(func() {
+		_ = c.DeleteAllOf(context.Background(), &lbcfv1beta1.LoadBalancer{}, client.InNamespace(e.NS))
+	})
 	return e
 }
 
 // Start runs the federation controller and the front door that setup registers until the test ends.
 func (e *Env) Start(setup func(mgr ctrl.Manager) error) {
 	skip := true
+	// As cmd/lbfed-controller caches, but only this test's namespace: the controllers of a later
+	// test must not act on an earlier test's objects in the shared cluster.
+	cache := federation.CacheOptions()
+	cache.DefaultNamespaces = map[string]ctrlcache.Config{e.NS: {}}
 	mgr, err := ctrl.NewManager(e.Cfg, ctrl.Options{Scheme: Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions()})
+		Controller: config.Controller{SkipNameValidation: &skip}, Cache: cache})
 	e.G.Expect(err).NotTo(gomega.HaveOccurred())
 	_, err = federation.Setup(e.Ctx, mgr, federation.Options{Grace: time.Minute, ResyncPeriod: time.Minute, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
