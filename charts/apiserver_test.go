@@ -394,7 +394,7 @@ func TestMemberControllerFromLBFedChart(t *testing.T) {
 	g.Expect(args).To(ContainElement("--mode=member"))
 	p := runProcess(t, cl, "lbcf-controller-member", binaryPath(t, "lbcf-controller"), args)
 	waitReady(g, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[2]), nil)
-	waitWorkers(g, p, 2) // BackendGroups, readiness gates
+	waitWorkers(g, p, 3) // BackendGroups, readiness gates, Service status
 
 	bg := &lbcfv1beta1.BackendGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-test"},

@@ -185,7 +185,9 @@ func CacheOptions() cache.Options {
 			return rb, nil
 		}
 		rb.Annotations = nil
-		rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters}
+		// Clusters and requiredBy: the Karmada front doors (package frontdoor) place a Service's
+		// backends where the Service is propagated.
+		rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters, RequiredBy: rb.Spec.RequiredBy}
 		rb.Status = workv1alpha2.ResourceBindingStatus{}
 		return rb, nil
 	}}

@@ -177,8 +177,9 @@ func TestChartOnKarmada(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		data, err := os.ReadFile(lbfedLog)
 		g.Expect(err).NotTo(HaveOccurred())
-		// drivers, LoadBalancers, BackendGroups, records and the registration reporter
-		g.Expect(strings.Count(string(data), "Starting workers")).To(Equal(5))
+		// drivers, LoadBalancers, BackendGroups, records, the registration reporter and the two
+		// front doors (MultiClusterService, Service): their RBAC is the chart's too
+		g.Expect(strings.Count(string(data), "Starting workers")).To(Equal(7))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	for _, proc := range topo.Processes() {
 		if strings.HasPrefix(proc.Name, "lbfed-controller") || strings.HasPrefix(proc.Name, "lbcf-controller") {

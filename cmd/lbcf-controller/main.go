@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/lbfed/lbfed/frontdoor/service"
 	lbcfadmission "github.com/lbfed/lbfed/lbcf/admission"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
@@ -50,6 +51,9 @@ type flags struct {
 	webhookConfigURL, webhookConfigName         string
 	gateGroupOptIn                              bool
 	driverCA, driverClientCert, driverClientKey string
+	serviceStatus                               bool
+	serviceClass                                string
+	serviceClaimUnclassed                       bool
 }
 
 func main() {
@@ -76,6 +80,9 @@ func main() {
 	fs.StringVar(&f.webhookConfigURL, "webhook-config-url", "", "When set (e.g. https://127.0.0.1:9443), create or update the webhook configurations pointing at this URL with the serving CA (local use; charts render them otherwise).")
 	fs.StringVar(&f.webhookConfigName, "webhook-config-name", "lbcf-controller", "Name of the webhook configurations written by --webhook-config-url.")
 	fs.BoolVar(&f.gateGroupOptIn, "readiness-gate-group-opt-in", false, "With --webhook-config-url: also send pod creations of namespaces not labelled lbfed.io/readiness-gate-inject to the readiness-gate injection webhook, for BackendGroups annotated lbfed.io/readiness-gate=true (every pod creation then calls it).")
+	fs.BoolVar(&f.serviceStatus, "service-load-balancer-status", true, "Member mode: set the status.loadBalancer.ingress of Services type=LoadBalancer of --service-load-balancer-class from the annotation lbfed.io/load-balancer-ingress that lbfed-controller puts on their Karmada template (Karmada then aggregates the members' status into the template's).")
+	fs.StringVar(&f.serviceClass, "service-load-balancer-class", service.DefaultLoadBalancerClass, "Member mode: the loadBalancerClass of the Services whose status --service-load-balancer-status sets (lbfed-controller's --federation-service-load-balancer-class).")
+	fs.BoolVar(&f.serviceClaimUnclassed, "service-claim-unclassed", false, "Member mode: --service-load-balancer-status also sets the status of Services without a loadBalancerClass (lbfed-controller's --federation-service-claim-unclassed; never with an elb-controller claiming unclassed Services in this member).")
 	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes.")
 	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes.")
 	fs.StringVar(&f.driverClientKey, "driver-client-key", "", "Key of the client certificate presented to drivers.")
@@ -150,6 +157,9 @@ func run(ctx context.Context, f flags) error {
 	opts.Invoker, opts.Recorder, opts.Metrics = invoker, mgr.GetEventRecorder("lbcf-controller"), controller.NewMetrics(ctrlmetrics.Registry)
 	if f.mode == "member" {
 		err = controller.SetupMember(ctx, mgr, opts, f.candidatesBudget)
+		if err == nil && f.serviceStatus {
+			err = service.SetupMember(mgr, service.MemberOptions{LoadBalancerClass: f.serviceClass, ClaimUnclassed: f.serviceClaimUnclassed})
+		}
 	} else {
 		err = controller.SetupStandalone(ctx, mgr, opts, f.resyncPeriod)
 	}

@@ -15,6 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lbfed/lbfed/federation"
+	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
@@ -40,6 +41,7 @@ type federationComponent struct {
 	metricsAddr, probeAddr                      string
 	profiling                                   bool
 	driverCA, driverClientCert, driverClientKey string
+	frontDoors                                  frontDoorFlags
 }
 
 func (c *federationComponent) name() string { return "federation" }
@@ -67,6 +69,7 @@ func (c *federationComponent) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.driverCA, "federation-driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes")
 	fs.StringVar(&c.driverClientCert, "federation-driver-client-cert", "", "client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes")
 	fs.StringVar(&c.driverClientKey, "federation-driver-client-key", "", "key of the client certificate presented to drivers")
+	c.frontDoors.addFlags(fs)
 }
 
 func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([]runnable, error) {
@@ -74,7 +77,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		return nil, nil
 	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lbcfv1beta1.AddToScheme, federation.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lbcfv1beta1.AddToScheme, federation.AddToScheme, frontdoor.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -127,6 +130,9 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 	opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
 	opts.Metrics = controller.NewMetrics(ctrlmetrics.Registry)
 	if _, err := federation.Setup(ctx, mgr, opts); err != nil {
+		return nil, err
+	}
+	if err := c.frontDoors.setup(mgr, log); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

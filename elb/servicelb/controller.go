@@ -154,7 +154,7 @@ func nodeChanged() predicate.Predicate {
 }
 
 func (r *Reconciler) claims(svc *corev1.Service) bool {
-	return claim(svc, r.opts.LoadBalancerClass, r.opts.ClaimUnclassed)
+	return Claims(svc, r.opts.LoadBalancerClass, r.opts.ClaimUnclassed)
 }
 
 func (r *Reconciler) serviceOfSlice(ctx context.Context, o client.Object) []reconcile.Request {

@@ -33,9 +33,11 @@ const (
 	idPrefix = "elb"
 )
 
-// claim decides whether a Service is this controller's: type LoadBalancer and either its
-// loadBalancerClass, or no class and the VIP annotation when unclassed Services are claimed.
-func claim(svc *corev1.Service, class string, claimUnclassed bool) bool {
+// Claims decides whether a load-balancer controller of the given class serves a Service: type
+// LoadBalancer and either that loadBalancerClass, or no class and the VIP annotation when
+// unclassed Services are claimed. Exported so that lbfed's Karmada front door claims Services
+// by the same rule.
+func Claims(svc *corev1.Service, class string, claimUnclassed bool) bool {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 		return false
 	}
@@ -60,9 +62,16 @@ func invalidf(format string, args ...any) error { return &invalidError{fmt.Sprin
 
 // vip reads the Service's virtual IP: the annotation, else spec.loadBalancerIP.
 func vip(svc *corev1.Service) (netip.Addr, error) {
-	raw, ok := svc.Annotations[AnnotationVIP]
+	return ParseVIP(svc.Annotations, svc.Spec.LoadBalancerIP)
+}
+
+// ParseVIP reads a virtual IPv4 address from the lb.zdns.cn/vip annotation, else from fallback
+// (a Service's spec.loadBalancerIP; empty for none). The error (an *invalidError) says what is
+// wrong in words for an event.
+func ParseVIP(annotations map[string]string, fallback string) (netip.Addr, error) {
+	raw, ok := annotations[AnnotationVIP]
 	if !ok || strings.TrimSpace(raw) == "" {
-		raw = svc.Spec.LoadBalancerIP
+		raw = fallback
 	}
 	if strings.TrimSpace(raw) == "" {
 		return netip.Addr{}, invalidf("annotation %s is required (an IPv4 address)", AnnotationVIP)
@@ -74,6 +83,19 @@ func vip(svc *corev1.Service) (netip.Addr, error) {
 	return a, nil
 }
 
+// ParseMethod reads the balancing method from the lb.zdns.cn/method annotation: rr (default),
+// lc or hash.
+func ParseMethod(annotations map[string]string) (string, error) {
+	method := strings.ToLower(strings.TrimSpace(annotations[AnnotationMethod]))
+	if method == "" {
+		method = "rr"
+	}
+	if method != "rr" && method != "lc" && method != "hash" {
+		return "", invalidf("annotation %s %q: must be rr, lc or hash", AnnotationMethod, annotations[AnnotationMethod])
+	}
+	return method, nil
+}
+
 // desired computes the Service's load balancers: one per port (VIP:port/protocol), each over
 // nodeIP:nodePort of the backend nodes. Ports that cannot be served are reported in skipped.
 func desired(cluster string, svc *corev1.Service, nodes []corev1.Node, slices []discoveryv1.EndpointSlice) (out []radware.Desired, skipped []string, err error) {
@@ -81,12 +103,9 @@ func desired(cluster string, svc *corev1.Service, nodes []corev1.Node, slices []
 	if err != nil {
 		return nil, nil, err
 	}
-	method := strings.ToLower(strings.TrimSpace(svc.Annotations[AnnotationMethod]))
-	if method == "" {
-		method = "rr"
-	}
-	if method != "rr" && method != "lc" && method != "hash" {
-		return nil, nil, invalidf("annotation %s %q: must be rr, lc or hash", AnnotationMethod, svc.Annotations[AnnotationMethod])
+	method, err := ParseMethod(svc.Annotations)
+	if err != nil {
+		return nil, nil, err
 	}
 	ips := backendNodeIPs(svc, nodes, slices)
 	own := owner(cluster, svc)

@@ -75,7 +75,7 @@ func TestClaim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(claim(tt.svc, DefaultLoadBalancerClass, tt.unclassed)).To(Equal(tt.want))
+			NewWithT(t).Expect(Claims(tt.svc, DefaultLoadBalancerClass, tt.unclassed)).To(Equal(tt.want))
 		})
 	}
 }

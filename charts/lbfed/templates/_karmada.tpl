@@ -163,9 +163,10 @@ rules:
   - apiGroups: [lbcf.tkestack.io]
     resources: [loadbalancerdrivers]
     verbs: [get, list, watch]
+  # create, update, delete: the front doors' generated LoadBalancers and BackendGroups.
   - apiGroups: [lbcf.tkestack.io]
     resources: [loadbalancers, backendgroups]
-    verbs: [get, list, watch, patch]
+    verbs: [get, list, watch, create, update, patch, delete]
   - apiGroups: [lbcf.tkestack.io]
     resources: [backendrecords]
     verbs: [get, list, watch, create, update, patch, delete]
@@ -187,9 +188,31 @@ rules:
   - apiGroups: [cluster.karmada.io]
     resources: [clusters/proxy]
     verbs: [get]
+  # patch: the Service front door's annotation lbfed.io/load-balancer-ingress on the template.
   - apiGroups: [""]
     resources: [services]
+    verbs: [get, list, watch, patch]
+  # The front doors: MultiClusterServices (status: VIP and condition), the PropagationPolicies
+  # placing their BackendGroups, owner references blocking deletion (finalizers), and the
+  # workloads' pod templates that resolve a named target port.
+  - apiGroups: [networking.karmada.io]
+    resources: [multiclusterservices]
     verbs: [get, list, watch]
+  - apiGroups: [networking.karmada.io]
+    resources: [multiclusterservices/status]
+    verbs: [update, patch]
+  - apiGroups: [networking.karmada.io]
+    resources: [multiclusterservices/finalizers]
+    verbs: [update]
+  - apiGroups: [""]
+    resources: [services/finalizers]
+    verbs: [update]
+  - apiGroups: [policy.karmada.io]
+    resources: [propagationpolicies]
+    verbs: [get, list, watch, create, update, patch, delete]
+  - apiGroups: [apps]
+    resources: [deployments, statefulsets, daemonsets]
+    verbs: [list]
   - apiGroups: [""]
     resources: [events]
     verbs: [create, patch]
@@ -367,6 +390,10 @@ rules:
   # The readiness gate's condition (lbfed.io/backend-registered).
   - apiGroups: [""]
     resources: [pods/status]
+    verbs: [patch]
+  # status.loadBalancer.ingress of lbfed-class Services, from their template's annotation.
+  - apiGroups: [""]
+    resources: [services/status]
     verbs: [patch]
   - apiGroups: [lbcf.tkestack.io]
     resources: [loadbalancerdrivers, loadbalancers, backendgroups, backendrecords]
@@ -554,6 +581,11 @@ spec:
             - --health-probe-bind-address=:{{ $m.ports.probes }}
             - --client-qps={{ $m.clientQPS }}
             - --client-burst={{ $m.clientBurst }}
+            {{- with .Values.controller.federation.frontDoors }}
+            - --service-load-balancer-status={{ .service }}
+            - --service-load-balancer-class={{ .serviceLoadBalancerClass }}
+            - --service-claim-unclassed={{ .serviceClaimUnclassed }}
+            {{- end }}
             {{- if $m.candidatesBudgetBytes }}
             - --candidates-budget-bytes={{ int $m.candidatesBudgetBytes }}
             {{- end }}
