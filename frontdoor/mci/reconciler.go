@@ -274,64 +274,89 @@ func driverKey(namespace, driver string) string {
 	return namespace + "/" + driver
 }
 
-// older reports whether a was created before b (names break ties), the rule that decides which
-// of two claims on one route wins.
-func older(a, b metav1.Object) bool {
-	ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
-	if !ta.Equal(&tb) {
-		return ta.Before(&tb)
-	}
-	return a.GetNamespace()+"/"+a.GetName() < b.GetNamespace()+"/"+b.GetName()
-}
-
 // conflicts adds a Conflict problem for each route an older MultiClusterIngress or an older
 // foreign LoadBalancer of the same driver claims, and returns the routes still held by another
 // MultiClusterIngress's LoadBalancer (it is going: this one waits for it).
+//
+// Age is the creation timestamp, which has a resolution of one second: between two claims of the
+// same second, the one already holding the route (its LoadBalancer exists) wins, then the name.
 func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, t *translation) (map[Route]bool, error) {
-	var mcis networkingv1alpha1.MultiClusterIngressList
-	if err := r.Client.List(ctx, &mcis); err != nil {
-		return nil, fmt.Errorf("list multiclusteringresses: %w", err)
-	}
 	ours := driverKey(mci.Namespace, r.Opts.Driver)
-	for i := range mcis.Items {
-		other := &mcis.Items[i]
-		if other.UID == mci.UID || other.DeletionTimestamp != nil || !Claims(other, r.Opts.IngressClass) || !older(other, mci) {
-			continue
-		}
-		ann, _ := parseAnnotations(other.Annotations)
-		rbs, _ := readRules(other, ann)
-		for _, rb := range rbs {
-			if _, ok := t.routes[rb.route]; ok {
-				t.problems = append(t.problems, Problem{Reason: ReasonConflict,
-					Message: fmt.Sprintf("route %s is already served by the older MultiClusterIngress %s/%s", rb.route, other.Namespace, other.Name)})
-			}
-		}
-	}
 	var lbs lbcfv1beta1.LoadBalancerList
 	if err := r.Client.List(ctx, &lbs); err != nil {
 		return nil, fmt.Errorf("list loadbalancers: %w", err)
 	}
-	held := map[Route]bool{}
+	holders := map[Route]map[types.UID]bool{} // route → MultiClusterIngresses whose LoadBalancer serves it
+	var foreign []*lbcfv1beta1.LoadBalancer
 	for i := range lbs.Items {
 		lb := &lbs.Items[i]
 		if driverKey(lb.Namespace, lb.Spec.LBDriver) != ours {
 			continue
 		}
 		route := routeOfLBSpec(lb.Spec.LBSpec)
-		name, wanted := t.routes[route]
-		if !wanted || (lb.Namespace == mci.Namespace && lb.Name == name && ownedBy(lb, mci.UID)) {
+		if _, wanted := t.routes[route]; !wanted {
 			continue
 		}
-		if lb.Labels[LabelFrontDoor] == FrontDoor {
-			held[route] = true
-			t.problems = append(t.problems, Problem{Reason: ReasonRouteHeld,
-				Message: fmt.Sprintf("route %s waits for LoadBalancer %s/%s of a MultiClusterIngress to go", route, lb.Namespace, lb.Name)})
+		if lb.Labels[LabelFrontDoor] != FrontDoor {
+			foreign = append(foreign, lb)
 			continue
 		}
-		if older(lb, mci) {
+		if ref := metav1.GetControllerOf(lb); ref != nil {
+			if holders[route] == nil {
+				holders[route] = map[types.UID]bool{}
+			}
+			holders[route][ref.UID] = true
+		}
+	}
+	wins := func(other *networkingv1alpha1.MultiClusterIngress, route Route) bool {
+		to, tm := other.GetCreationTimestamp(), mci.GetCreationTimestamp()
+		if !to.Equal(&tm) {
+			return to.Before(&tm)
+		}
+		if h := holders[route]; h[other.UID] != h[mci.UID] {
+			return h[other.UID]
+		}
+		return other.Namespace+"/"+other.Name < mci.Namespace+"/"+mci.Name
+	}
+
+	var mcis networkingv1alpha1.MultiClusterIngressList
+	if err := r.Client.List(ctx, &mcis); err != nil {
+		return nil, fmt.Errorf("list multiclusteringresses: %w", err)
+	}
+	for i := range mcis.Items {
+		other := &mcis.Items[i]
+		if other.UID == mci.UID || other.DeletionTimestamp != nil || !Claims(other, r.Opts.IngressClass) {
+			continue
+		}
+		ann, _ := parseAnnotations(other.Annotations)
+		rbs, _ := readRules(other, ann)
+		for _, rb := range rbs {
+			if _, ok := t.routes[rb.route]; ok && wins(other, rb.route) {
+				t.problems = append(t.problems, Problem{Reason: ReasonConflict,
+					Message: fmt.Sprintf("route %s is already served by the older MultiClusterIngress %s/%s", rb.route, other.Namespace, other.Name)})
+			}
+		}
+	}
+	for _, lb := range foreign {
+		// A user's LoadBalancer is older unless this MultiClusterIngress was created in an
+		// earlier second.
+		tl, tm := lb.GetCreationTimestamp(), mci.GetCreationTimestamp()
+		if !tm.Before(&tl) {
 			t.problems = append(t.problems, Problem{Reason: ReasonConflict,
-				Message: fmt.Sprintf("route %s is already served by LoadBalancer %s/%s", route, lb.Namespace, lb.Name)})
+				Message: fmt.Sprintf("route %s is already served by LoadBalancer %s/%s", routeOfLBSpec(lb.Spec.LBSpec), lb.Namespace, lb.Name)})
 		}
+	}
+	held := map[Route]bool{}
+	for route, h := range holders {
+		for uid := range h {
+			if uid != mci.UID {
+				held[route] = true
+			}
+		}
+	}
+	for route := range held {
+		t.problems = append(t.problems, Problem{Reason: ReasonRouteHeld,
+			Message: fmt.Sprintf("route %s waits for another MultiClusterIngress's LoadBalancer to go", route)})
 	}
 	return held, nil
 }

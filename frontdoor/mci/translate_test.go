@@ -185,9 +185,9 @@ func TestTranslate(t *testing.T) {
 			},
 		},
 		{
-			name: "a Service not yet propagated gets a group but no policy",
-			spec: networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("lonely", 80))},
-			want: []wantBG{{lbSpec: map[string]string{"host": "*", "path": "/*"}, selector: map[string]string{"app": "lonely"}, port: 80}},
+			name:     "a Service not yet propagated gets a group but no policy",
+			spec:     networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("lonely", 80))},
+			want:     []wantBG{{lbSpec: map[string]string{"host": "*", "path": "/*"}, selector: map[string]string{"app": "lonely"}, port: 80}},
 			problems: []string{ReasonServiceNotPropagated},
 		},
 		{
