@@ -174,7 +174,7 @@ func TestRoutesThroughBFE(t *testing.T) {
 			}
 			g.Expect(sortedKeys(share)).To(ConsistOf(p.want), "%+v", p)
 			if p.split != nil {
-				g.Expect(share["api"] * p.split["api-v2"]).To(Equal(share["api-v2"] * p.split["api"]), "%+v: GSLB weights %v", p, share)
+				g.Expect(share["api"]*p.split["api-v2"]).To(Equal(share["api-v2"]*p.split["api"]), "%+v: GSLB weights %v", p, share)
 			}
 		}
 	})
