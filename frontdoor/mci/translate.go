@@ -368,24 +368,24 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 // BackendGroup selects the Service's pods on its targetPort.
 func targetPort(svc *corev1.Service, p networkingv1.ServiceBackendPort) (int32, error) {
 	if len(svc.Spec.Selector) == 0 {
-		return 0, fmt.Errorf("Service %s has no selector: lbfed selects the Service's pods by it", svc.Name)
+		return 0, fmt.Errorf("service %s has no selector: lbfed selects the Service's pods by it", svc.Name)
 	}
 	for _, sp := range svc.Spec.Ports {
 		if (p.Name != "" && sp.Name == p.Name) || (p.Name == "" && sp.Port == p.Number) {
 			if sp.Protocol != "" && sp.Protocol != corev1.ProtocolTCP {
-				return 0, fmt.Errorf("Service %s port %s is %s: BFE serves HTTP over TCP", svc.Name, portName(p), sp.Protocol)
+				return 0, fmt.Errorf("service %s port %s is %s: BFE serves HTTP over TCP", svc.Name, portName(p), sp.Protocol)
 			}
 			switch {
 			case sp.TargetPort.IntValue() > 0:
 				return int32(sp.TargetPort.IntValue()), nil
 			case sp.TargetPort.StrVal != "":
-				return 0, fmt.Errorf("Service %s port %s has the named targetPort %q: lbfed needs a number to select the pods' port", svc.Name, portName(p), sp.TargetPort.StrVal)
+				return 0, fmt.Errorf("service %s port %s has the named targetPort %q: lbfed needs a number to select the pods' port", svc.Name, portName(p), sp.TargetPort.StrVal)
 			default:
 				return sp.Port, nil
 			}
 		}
 	}
-	return 0, fmt.Errorf("Service %s has no port %s", svc.Name, portName(p))
+	return 0, fmt.Errorf("service %s has no port %s", svc.Name, portName(p))
 }
 
 func portName(p networkingv1.ServiceBackendPort) string {
@@ -419,7 +419,7 @@ func generatedMeta(mci *networkingv1alpha1.MultiClusterIngress, name string) met
 		Name: name, Namespace: mci.Namespace,
 		Labels: map[string]string{LabelFrontDoor: FrontDoor, LabelOwner: ownerLabel(mci.Name)},
 		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: networkingv1alpha1.SchemeGroupVersion.String(), Kind: networkingv1alpha1.ResourceKindMultiClusterIngress,
+			APIVersion: networkingv1alpha1.GroupVersion.String(), Kind: networkingv1alpha1.ResourceKindMultiClusterIngress,
 			Name: mci.Name, UID: mci.UID, Controller: ptrTo(true),
 		}},
 	}
