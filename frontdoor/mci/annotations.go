@@ -16,7 +16,8 @@ const (
 	AnnotationPrefix = "bfe.ingress.kubernetes.io/"
 	// AnnotationBalanceWeight splits a path's traffic across Services: {"svc": {"svc1": 80,
 	// "svc2": 20}}, where "svc" is the backend Service name a path uses (it need not exist) and
-	// svc1, svc2 are Services of the namespace; integers >= 0 with a positive sum.
+	// svc1, svc2 are Services of the namespace; integers >= 0 with a positive sum. lbfed also
+	// splits across members: "svc1@m1" is svc1's pods in member cluster m1 only.
 	AnnotationBalanceWeight = AnnotationPrefix + "balance.weight"
 	// AnnotationRouterCookie restricts every rule to requests carrying a cookie: "key:value".
 	AnnotationRouterCookie = AnnotationPrefix + "router.cookie"
@@ -106,6 +107,9 @@ func parseBalance(v string) (Balance, error) {
 		sum := 0
 		for _, svc := range sortedKeys(services) {
 			w := services[svc]
+			if err := checkBalanceKey(svc); err != nil {
+				return nil, fmt.Errorf("backend %q: %w", name, err)
+			}
 			if w < 0 {
 				return nil, fmt.Errorf("backend %q: weight of service %q is %d: weights must be >= 0", name, svc, w)
 			}
@@ -119,6 +123,31 @@ func parseBalance(v string) (Balance, error) {
 		}
 	}
 	return b, nil
+}
+
+// checkBalanceKey checks a balance.weight entry: a Service name, or "service@member" for the
+// Service's pods in one member cluster (an lbfed extension: weights across members).
+func checkBalanceKey(k string) error {
+	svc, member, hasMember := strings.Cut(k, "@")
+	if !isDNSLabel(svc) {
+		return fmt.Errorf("%q: want a Service name or \"service@member\"", k)
+	}
+	if hasMember && !isDNSLabel(member) {
+		return fmt.Errorf("%q: the member cluster %q is not a valid cluster name", k, member)
+	}
+	return nil
+}
+
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) {
+			return false
+		}
+	}
+	return true
 }
 
 // maxWeight bounds a balance.weight value (the BFE driver's weight bound).

@@ -83,6 +83,10 @@ func TestRoutesThroughBFE(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "canary", Annotations: map[string]string{AnnotationRouterHeader: "X-Canary:yes"}},
 			Spec: networkingv1.IngressSpec{Rules: rules(path("/api", networkingv1.PathTypeExact, "canary"))}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "fallback"}, Spec: networkingv1.IngressSpec{DefaultBackend: ptrTo(backend("fallback"))}},
+		// Across members: web's pods in m2 get three times the traffic of those in m1.
+		{ObjectMeta: metav1.ObjectMeta{Name: "members", Annotations: map[string]string{AnnotationBalanceWeight: `{"web": {"web@m1": 1, "web@m2": 3}}`}},
+			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "members.example.test", IngressRuleValue: networkingv1.IngressRuleValue{
+				HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{path("/", networkingv1.PathTypePrefix, "web")}}}}}}},
 	}
 	apiSplit := map[string]int{"api": 3, "api-v2": 1}
 	probes := []probe{
@@ -99,6 +103,9 @@ func TestRoutesThroughBFE(t *testing.T) {
 		// The longer path wins over the cookie route of "/" (the BFE driver's order).
 		{host: host, path: "/api/v1", cookie: "beta=1", want: []string{"api", "api-v2"}, split: apiSplit},
 		{host: "other.test", path: "/", want: []string{"fallback"}},
+		// Baseline: web without member weights splits like one flat pool (one pod per member).
+		{host: host, path: "/x", want: []string{"web@m1", "web@m2"}, split: map[string]int{"web@m1": 1, "web@m2": 1}},
+		{host: "members.example.test", path: "/x", want: []string{"web@m1", "web@m2"}, split: map[string]int{"web@m1": 1, "web@m2": 3}},
 	}
 
 	// One HTTP backend per Service and member, answering "<service>@<member>".
@@ -145,7 +152,14 @@ func TestRoutesThroughBFE(t *testing.T) {
 			}
 		}
 	}
-	service := func(answer string) string { s, _, _ := strings.Cut(answer, "@"); return s }
+	// who names an answer as the probe wants it: the Service, or "<service>@<member>".
+	who := func(p probe, answer string) string {
+		if strings.Contains(p.want[0], "@") {
+			return answer
+		}
+		s, _, _ := strings.Cut(answer, "@")
+		return s
+	}
 
 	t.Run("fake BFE", func(t *testing.T) {
 		g := NewWithT(t)
@@ -166,15 +180,17 @@ func TestRoutesThroughBFE(t *testing.T) {
 			share := map[string]int{}
 			for _, sub := range a.SubClusters {
 				for _, inst := range gslb.ClusterTable.Config[a.Cluster][sub] {
-					svc := service(addrs[fmt.Sprintf("%s:%d", inst.Addr, inst.Port)])
+					svc := who(p, addrs[fmt.Sprintf("%s:%d", inst.Addr, inst.Port)])
 					g.Expect(p.want).To(ContainElement(svc), "%+v reached %s", p, svc)
 				}
-				svc := service(addrs[gslb.ClusterTable.Config[a.Cluster][sub][0].Addr+":"+strconv.Itoa(gslb.ClusterTable.Config[a.Cluster][sub][0].Port)])
+				first := gslb.ClusterTable.Config[a.Cluster][sub][0]
+				svc := who(p, addrs[first.Addr+":"+strconv.Itoa(first.Port)])
 				share[svc] += gslb.Gslb.Clusters[a.Cluster][sub]
 			}
 			g.Expect(sortedKeys(share)).To(ConsistOf(p.want), "%+v", p)
 			if p.split != nil {
-				g.Expect(share["api"]*p.split["api-v2"]).To(Equal(share["api-v2"]*p.split["api"]), "%+v: GSLB weights %v", p, share)
+				a, b := p.want[0], p.want[1]
+				g.Expect(share[a]*p.split[b]).To(Equal(share[b]*p.split[a]), "%+v: GSLB weights %v", p, share)
 			}
 		}
 	})
@@ -200,12 +216,13 @@ func TestRoutesThroughBFE(t *testing.T) {
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "%+v: %s", p, body)
-				seen[service(string(body))]++
+				seen[who(p, string(body))]++
 			}
 			g.Expect(sortedKeys(seen)).To(ConsistOf(p.want), "%+v: %v", p, seen)
 			if p.split != nil {
 				t.Logf("%s%s: %v of %d", p.host, p.path, seen, n)
-				g.Expect(seen["api"]).To(BeNumerically("~", n*3/4, n/8), "%+v: %v", p, seen)
+				a, b := p.want[0], p.want[1]
+				g.Expect(seen[a]).To(BeNumerically("~", n*p.split[a]/(p.split[a]+p.split[b]), n/8), "%+v: %v", p, seen)
 			}
 		}
 	})

@@ -38,7 +38,9 @@
 //     the BFE driver gives each Service its share of the route whatever its number of members
 //     and pods, and inside a Service the members split as for any BackendGroup (the members'
 //     instance weights, or lbfed.io/cluster-weight set per member by an OverridePolicy on the
-//     generated group).
+//     generated group). Across members (an lbfed extension): an entry "svc1@m1" is svc1's pods
+//     in member m1 only, with its own group placed on m1 and its own share, e.g.
+//     {"web": {"web@m1": 1, "web@m2": 3}}.
 //   - bfe.ingress.kubernetes.io/router.cookie "key:value" and router.header "Key:value": every
 //     route of the MultiClusterIngress matches only requests with that cookie or header; requests
 //     without it fall through to the next matching route, as the BFE driver documents.

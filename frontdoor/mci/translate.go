@@ -301,11 +301,13 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 			usedBalance[rb.backend.Service.Name] = true
 			weights = split
 		}
-		for _, svcName := range sortedKeys(weights) {
-			w := weights[svcName]
+		for _, key := range sortedKeys(weights) {
+			w := weights[key]
 			if w == 0 {
 				continue // no traffic: no backends at all
 			}
+			// "svc" is the Service in every member it is propagated to, "svc@member" in one.
+			svcName, member, _ := strings.Cut(key, "@")
 			svc := in.services[svcName]
 			if svc == nil {
 				if !pending[svcName] {
@@ -322,7 +324,7 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 			// Whether the Service is a balance.weight subset is part of the name: the BFE driver keys
 			// backends by subset, so switching replaces the group (its backends are deregistered
 			// under their old key) instead of changing its parameters.
-			bgName := objectName(mci.Name, "bg", lbName, svcName, fmt.Sprint(w > 0))
+			bgName := objectName(mci.Name, "bg", lbName, key, fmt.Sprint(w > 0))
 			bg := &lbcfv1beta1.BackendGroup{
 				ObjectMeta: generatedMeta(mci, bgName),
 				Spec: lbcfv1beta1.BackendGroupSpec{
@@ -334,15 +336,22 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 				},
 			}
 			if w > 0 {
-				bg.Spec.Parameters = map[string]string{ParamSubset: svcName, ParamSubsetWeight: fmt.Sprint(w)}
+				bg.Spec.Parameters = map[string]string{ParamSubset: subsetName(svcName, member), ParamSubsetWeight: fmt.Sprint(w)}
 			}
 			t.bgs = append(t.bgs, bg)
-			clusters, ok := in.placements[svcName]
-			if !ok || len(clusters) == 0 {
-				if !pending[svcName] {
-					pending[svcName] = true
+			clusters := in.placements[svcName]
+			if member != "" {
+				clusters = intersect(clusters, member)
+			}
+			if len(clusters) == 0 {
+				where := "any member cluster"
+				if member != "" {
+					where = "member cluster " + member
+				}
+				if !pending[key] {
+					pending[key] = true
 					t.problems = append(t.problems, Problem{Reason: ReasonServiceNotPropagated,
-						Message: fmt.Sprintf("Service %s/%s is not propagated to any member cluster yet", mci.Namespace, svcName)})
+						Message: fmt.Sprintf("Service %s/%s is not propagated to %s yet", mci.Namespace, svcName, where)})
 				}
 				continue
 			}
@@ -362,6 +371,24 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 		}
 	}
 	return t
+}
+
+// subsetName is the BFE driver subset of a balance.weight entry: the Service, or "<service>_<member>"
+// for "service@member" (Service names have no "_").
+func subsetName(svc, member string) string {
+	if member == "" {
+		return svc
+	}
+	return svc + "_" + member
+}
+
+func intersect(clusters []string, member string) []string {
+	for _, c := range clusters {
+		if c == member {
+			return []string{member}
+		}
+	}
+	return nil
 }
 
 // targetPort resolves an Ingress backend port to the pods' port through the Service: the
