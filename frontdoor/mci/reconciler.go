@@ -634,11 +634,16 @@ func (r *Reconciler) writeConditions(ctx context.Context, mci *networkingv1alpha
 		return fmt.Errorf("write %s: %w", AnnotationConditions, err)
 	}
 	if r.Opts.Recorder != nil {
-		for _, p := range refusing {
-			r.Opts.Recorder.Eventf(mci, nil, corev1.EventTypeWarning, p.Reason, "Refuse", "%s", p.String())
+		// An event per problem when the condition it is in changes, not on every count update.
+		if !sameConditions(pick(prev, ConditionAccepted), conds[:1]) {
+			for _, p := range refusing {
+				r.Opts.Recorder.Eventf(mci, nil, corev1.EventTypeWarning, p.Reason, "Refuse", "%s", p.String())
+			}
 		}
-		for _, p := range waiting {
-			r.Opts.Recorder.Eventf(mci, nil, corev1.EventTypeNormal, p.Reason, "Wait", "%s", p.String())
+		if len(refusing) == 0 && !sameConditions(pick(prev, ConditionProgrammed), conds[1:]) {
+			for _, p := range waiting {
+				r.Opts.Recorder.Eventf(mci, nil, corev1.EventTypeNormal, p.Reason, "Wait", "%s", p.String())
+			}
 		}
 		if len(refusing) == 0 && !conditionTrue(prev, ConditionAccepted) {
 			r.Opts.Recorder.Eventf(mci, nil, corev1.EventTypeNormal, "Accepted", "Translate", "%d route(s) translated into LBCF objects", len(t.lbs))
@@ -667,6 +672,16 @@ func sameConditions(a, b []metav1.Condition) bool {
 		}
 	}
 	return true
+}
+
+// pick returns the condition of type t in cs, as a list of zero or one.
+func pick(cs []metav1.Condition, t string) []metav1.Condition {
+	for _, c := range cs {
+		if c.Type == t {
+			return []metav1.Condition{c}
+		}
+	}
+	return nil
 }
 
 func conditionTrue(cs []metav1.Condition, t string) bool {

@@ -204,7 +204,10 @@ func readRules(mci *networkingv1alpha1.MultiClusterIngress, ann annotations) ([]
 		}
 	}
 	if mci.Spec.DefaultBackend != nil {
-		add("*", "/*", *mci.Spec.DefaultBackend, "the default backend")
+		// A rule for any host and every path already takes all the default backend would get.
+		if _, ok := seen[Route{Host: "*", Path: "/*", Cookie: ann.cookie, Header: ann.header}]; !ok {
+			add("*", "/*", *mci.Spec.DefaultBackend, "the default backend")
+		}
 	}
 	return out, problems
 }

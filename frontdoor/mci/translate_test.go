@@ -178,6 +178,13 @@ func TestTranslate(t *testing.T) {
 			},
 		},
 		{
+			name: "a rule for any host and path takes the default backend's route",
+			spec: networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("api", 80)), Rules: []networkingv1.IngressRule{
+				{IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{
+					{Path: "/", PathType: pathType(networkingv1.PathTypePrefix), Backend: svcBackend("web", 80)}}}}}}},
+			want: []wantBG{{lbSpec: map[string]string{"host": "*", "path": "/*"}, selector: map[string]string{"app": "web"}, port: 8080, clusters: []string{"m1", "m2"}}},
+		},
+		{
 			name: "cookie, header and balance.weight",
 			ann: map[string]string{AnnotationRouterCookie: "beta:1", AnnotationRouterHeader: "X-Canary:yes",
 				AnnotationBalanceWeight: `{"split": {"web": 80, "canary": 20}}`},
