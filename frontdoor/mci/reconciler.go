@@ -514,14 +514,39 @@ func (r *Reconciler) ensure(ctx context.Context, mci *networkingv1alpha1.MultiCl
 		c.Spec.LoadBalancers, c.Spec.Pods, c.Spec.Parameters = w.Spec.LoadBalancers, w.Spec.Pods, w.Spec.Parameters
 		return r.update(ctx, c)
 	case *policyv1alpha1.PropagationPolicy:
+		// Only the selectors and the cluster names are ours: Karmada's admission fills in the
+		// selectors' namespace, tolerations and other defaults, which are no difference to undo.
 		c := cur.(*policyv1alpha1.PropagationPolicy)
-		if equality.Semantic.DeepEqual(c.Spec.ResourceSelectors, w.Spec.ResourceSelectors) && equality.Semantic.DeepEqual(c.Spec.Placement, w.Spec.Placement) {
+		if sameSelectors(c.Spec.ResourceSelectors, w.Spec.ResourceSelectors, c.Namespace) && sameClusters(c.Spec.Placement, w.Spec.Placement) {
 			return nil
 		}
-		c.Spec.ResourceSelectors, c.Spec.Placement = w.Spec.ResourceSelectors, w.Spec.Placement
+		c.Spec.ResourceSelectors, c.Spec.Placement.ClusterAffinity = w.Spec.ResourceSelectors, w.Spec.Placement.ClusterAffinity
 		return r.update(ctx, c)
 	}
 	return nil
+}
+
+func sameSelectors(cur, want []policyv1alpha1.ResourceSelector, namespace string) bool {
+	if len(cur) != len(want) {
+		return false
+	}
+	for i := range cur {
+		c, w := cur[i], want[i]
+		if c.Namespace == namespace {
+			c.Namespace = ""
+		}
+		if !equality.Semantic.DeepEqual(c, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameClusters(cur, want policyv1alpha1.Placement) bool {
+	if cur.ClusterAffinity == nil || want.ClusterAffinity == nil {
+		return cur.ClusterAffinity == want.ClusterAffinity
+	}
+	return equality.Semantic.DeepEqual(cur.ClusterAffinity, want.ClusterAffinity)
 }
 
 func (r *Reconciler) update(ctx context.Context, o client.Object) error {

@@ -341,6 +341,17 @@ func TestGeneratedObjects(t *testing.T) {
 	want["host="+host+" path=/healthz cookie=beta:1"] = []string{"app=web:8080 → m1,m2,m3"}
 	g.Eventually(func() map[string][]string { return e.generated(ns, "shop").routes() }, wait, poll).Should(Equal(want))
 
+	// Karmada's admission fills in what the front door leaves empty (the selectors' namespace,
+	// default tolerations): that is no difference to undo, or the two would write in turn forever.
+	var karmadaMutated []policyv1alpha1.PropagationPolicy
+	for _, pp := range e.generated(ns, "shop").pps {
+		pp.Spec.ResourceSelectors[0].Namespace = ns
+		pp.Spec.Placement.ClusterTolerations = []corev1.Toleration{{Key: "cluster.karmada.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300))}}
+		pp.Finalizers = append(pp.Finalizers, "karmada.io/propagation-policy-controller")
+		g.Expect(e.c.Update(e.ctx, &pp)).To(Succeed())
+		karmadaMutated = append(karmadaMutated, pp)
+	}
+
 	// The spec loses a path and the split: the path's objects go, the group of api is replaced
 	// (no longer a subset), the address stays.
 	m := e.get(ns, "shop")
@@ -351,10 +362,33 @@ func TestGeneratedObjects(t *testing.T) {
 	want["host="+host+" path=/api/* cookie=beta:1"] = []string{"app=api:8081 → m1,m2"}
 	g.Eventually(func() map[string][]string { return e.generated(ns, "shop").routes() }, wait, poll).Should(Equal(want))
 	g.Expect(e.get(ns, "shop").Status.LoadBalancer.Ingress).To(Equal([]networkingv1.IngressLoadBalancerIngress{{IP: address}}))
+	// The controller acted on the change above; the policy of "/" kept Karmada's additions.
+	for _, pp := range karmadaMutated {
+		if pp.Spec.ResourceSelectors[0].Name != e.generated(ns, "shop").bgs[0].Name && pp.Spec.ResourceSelectors[0].Name != e.generated(ns, "shop").bgs[1].Name {
+			continue // its group went with the change
+		}
+		cur := &policyv1alpha1.PropagationPolicy{}
+		g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(&pp), cur)).To(Succeed())
+		g.Expect(cur.ResourceVersion).To(Equal(pp.ResourceVersion), "%s rewritten", pp.Name)
+	}
 
-	// Deleted: everything generated goes; the foreign objects stay as they were.
+	// Deleted: everything generated goes (Karmada's finalizer on the policies aside); the foreign
+	// objects stay as they were.
 	g.Expect(e.c.Delete(e.ctx, m)).To(Succeed())
-	g.Eventually(func() int { gen := e.generated(ns, "shop"); return len(gen.lbs) + len(gen.pps) + len(gen.bgs) }, wait, poll).Should(BeZero())
+	g.Eventually(func() int {
+		gen := e.generated(ns, "shop")
+		n := len(gen.lbs) + len(gen.bgs)
+		for _, pp := range gen.pps {
+			if pp.DeletionTimestamp == nil {
+				n++
+			} else {
+				// What Karmada's policy controller does once the policy is no longer used.
+				pp.Finalizers = nil
+				_ = e.c.Update(e.ctx, &pp)
+			}
+		}
+		return n
+	}, wait, poll).Should(BeZero())
 	for _, o := range []client.Object{foreignLB, foreignBG} {
 		cur := o.DeepCopyObject().(client.Object)
 		g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(o), cur)).To(Succeed())
