@@ -493,9 +493,21 @@ func TestConflicts(t *testing.T) {
 		Spec: networkingv1.IngressSpec{IngressClassName: ptr("nginx"), Rules: []networkingv1.IngressRule{rule("other."+host, prefix("/", "web"))}}}
 	g.Expect(e.c.Create(e.ctx, other)).To(Succeed())
 
-	// The older one goes: the newer one gets the route (and the controller was alive all along:
-	// it acts on "second" after "other" was created).
+	// The older one goes, its LoadBalancer held by the federation's finalizer until BFE forgot
+	// the route: the newer one waits for it, then gets the route (and the controller was alive
+	// all along: it acts on "second" after "other" was created).
+	firstLB := e.generated(ns1, "first").lbs[0]
+	firstLB.Finalizers = append(firstLB.Finalizers, lbcfv1beta1.FinalizerDeleteLB)
+	g.Expect(e.c.Update(e.ctx, &firstLB)).To(Succeed())
 	g.Expect(e.c.Delete(e.ctx, e.get(ns1, "first"))).To(Succeed())
+	g.Eventually(e.conditionOf(ns2, "second", mci.ConditionProgrammed), wait, poll).Should(And(HaveField("Reason", mci.ReasonRouteHeld),
+		HaveField("Message", ContainSubstring("waits for another MultiClusterIngress's LoadBalancer to go"))))
+	g.Expect(condition(e.get(ns2, "second"), mci.ConditionAccepted).Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(e.generated(ns2, "second").routes()).To(Equal(map[string][]string{"host=" + host + " path=/own/*": {"app=web:8080 → m1"}}),
+		"the routes nobody else holds are served meanwhile")
+	g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(&firstLB), &firstLB)).To(Succeed())
+	firstLB.Finalizers = nil
+	g.Expect(e.c.Update(e.ctx, &firstLB)).To(Succeed())
 	g.Eventually(func() map[string][]string { return e.generated(ns2, "second").routes() }, wait, poll).Should(Equal(map[string][]string{
 		"host=" + host + " path=/*":     {"app=web:8080 → m1"},
 		"host=" + host + " path=/own/*": {"app=web:8080 → m1"},
