@@ -57,11 +57,13 @@
 // change is also an event on the MultiClusterIngress.
 //
 // A refused spec is not applied and the objects of the last accepted spec stay: a typo in an
-// annotation never takes a serving route off BFE. Two claims on one route (host, path, cookie,
-// header) of the same driver — two MultiClusterIngresses in any namespace, or a
-// MultiClusterIngress and a user's LoadBalancer — are decided by age: the newer one is refused
-// with Conflict, and a refused MultiClusterIngress keeps no objects (the route belongs to the
-// older one, which waits for the newer one's LoadBalancer to go).
+// annotation never takes a serving route off BFE. Of two claims on one route (host, path, cookie,
+// header) of the same driver the newer is refused with Conflict: a MultiClusterIngress (in any
+// namespace) claiming a route that another one or a user's LoadBalancer already serves, or, when
+// none serves it yet, the younger of two MultiClusterIngresses. So an edit never takes a serving
+// route from someone else (ingress-bfe likewise refuses the Ingress that would conflict with an
+// existing one). A route whose previous holder is going (its LoadBalancer waits for the federation
+// to remove it from BFE) is taken once it is gone (Programmed=False, RouteHeld, meanwhile).
 //
 // status.loadBalancer.ingress is the BFE address (an IP or a hostname) once every generated
 // LoadBalancer is created on BFE; it stays while any is, so adding a route does not withdraw it,

@@ -40,9 +40,9 @@ const AnnotationConditions = "lbfed.io/conditions"
 
 // Condition types of AnnotationConditions.
 const (
-	// ConditionAccepted: the spec and annotations are valid and conflict with no other route.
+	// ConditionAccepted: the spec and annotations are valid and conflict with no other claim.
 	// When False, nothing of the refused spec is applied and the objects of the last accepted
-	// spec stay (unless the refusal is a conflict with an older owner of the route).
+	// spec stay.
 	ConditionAccepted = "Accepted"
 	// ConditionProgrammed: every generated LoadBalancer is created on BFE and every backend Service
 	// is propagated.
@@ -191,27 +191,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	t := translate(mci, in)
-	held, err := r.conflicts(ctx, mci, t)
+	held, lost, err := r.conflicts(ctx, mci, t)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	conflict := false
-	for _, p := range t.problems {
-		conflict = conflict || p.Reason == ReasonConflict
-	}
-	switch {
-	case conflict:
-		// The route belongs to an older owner: this MultiClusterIngress keeps none of its objects.
-		if err := r.deleteOwned(ctx, mci.Namespace, mci.Name, mci.UID, nil); err != nil {
-			return reconcile.Result{}, err
-		}
-	case t.refused():
+	if t.refused() {
 		// Fail static: the objects of the last accepted spec stay; nothing of this one applies.
-		log.V(1).Info("refused; objects of the last accepted spec kept", "problems", len(t.problems))
-	default:
-		if err := r.apply(ctx, mci, t, held); err != nil {
+		// Only a route another claim wins from this one is given up.
+		log.V(1).Info("refused; objects of the last accepted spec kept", "problems", len(t.problems), "routesLost", len(lost))
+		if err := r.releaseRoutes(ctx, mci, lost); err != nil {
 			return reconcile.Result{}, err
 		}
+	} else if err := r.apply(ctx, mci, t, held); err != nil {
+		return reconcile.Result{}, err
 	}
 	created, total, err := r.createdLoadBalancers(ctx, mci)
 	if err != nil {
@@ -274,17 +266,21 @@ func driverKey(namespace, driver string) string {
 	return namespace + "/" + driver
 }
 
-// conflicts adds a Conflict problem for each route an older MultiClusterIngress or an older
-// foreign LoadBalancer of the same driver claims, and returns the routes still held by another
-// MultiClusterIngress's LoadBalancer (it is going: this one waits for it).
+// conflicts adds a Conflict problem for each route that another claim holds: a LoadBalancer of
+// the same driver serving it (another MultiClusterIngress's, or a user's), or — when no
+// LoadBalancer serves it yet — an older MultiClusterIngress claiming it. So the newer claim on a
+// route is refused, and an edit never takes a serving route from someone else (ingress-bfe too
+// refuses the Ingress that would conflict with an existing one). It returns the routes still held
+// by another MultiClusterIngress's going LoadBalancer (this one waits for it), and the routes
+// this one holds but loses (two claims served at once after a race: the older keeps it).
 //
-// Age is the creation timestamp, which has a resolution of one second: between two claims of the
-// same second, the one already holding the route (its LoadBalancer exists) wins, then the name.
-func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, t *translation) (map[Route]bool, error) {
+// Creation timestamps have a one-second resolution: between claims of the same second, names
+// decide.
+func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, t *translation) (held, lost map[Route]bool, err error) {
 	ours := driverKey(mci.Namespace, r.Opts.Driver)
 	var lbs lbcfv1beta1.LoadBalancerList
 	if err := r.Client.List(ctx, &lbs); err != nil {
-		return nil, fmt.Errorf("list loadbalancers: %w", err)
+		return nil, nil, fmt.Errorf("list loadbalancers: %w", err)
 	}
 	holders := map[Route]map[types.UID]bool{} // route → MultiClusterIngresses whose LoadBalancer serves it
 	var foreign []*lbcfv1beta1.LoadBalancer
@@ -309,20 +305,21 @@ func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.Mult
 		}
 	}
 	wins := func(other *networkingv1alpha1.MultiClusterIngress, route Route) bool {
+		if h := holders[route]; h[other.UID] != h[mci.UID] {
+			return h[other.UID]
+		}
 		to, tm := other.GetCreationTimestamp(), mci.GetCreationTimestamp()
 		if !to.Equal(&tm) {
 			return to.Before(&tm)
-		}
-		if h := holders[route]; h[other.UID] != h[mci.UID] {
-			return h[other.UID]
 		}
 		return other.Namespace+"/"+other.Name < mci.Namespace+"/"+mci.Name
 	}
 
 	var mcis networkingv1alpha1.MultiClusterIngressList
 	if err := r.Client.List(ctx, &mcis); err != nil {
-		return nil, fmt.Errorf("list multiclusteringresses: %w", err)
+		return nil, nil, fmt.Errorf("list multiclusteringresses: %w", err)
 	}
+	lost = map[Route]bool{}
 	for i := range mcis.Items {
 		other := &mcis.Items[i]
 		if other.UID == mci.UID || other.DeletionTimestamp != nil || !Claims(other, r.Opts.IngressClass) {
@@ -333,20 +330,23 @@ func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.Mult
 		for _, rb := range rbs {
 			if _, ok := t.routes[rb.route]; ok && wins(other, rb.route) {
 				t.problems = append(t.problems, Problem{Reason: ReasonConflict,
-					Message: fmt.Sprintf("route %s is already served by the older MultiClusterIngress %s/%s", rb.route, other.Namespace, other.Name)})
+					Message: fmt.Sprintf("route %s is already claimed by MultiClusterIngress %s/%s", rb.route, other.Namespace, other.Name)})
+				if holders[rb.route][mci.UID] {
+					lost[rb.route] = true
+				}
 			}
 		}
 	}
 	for _, lb := range foreign {
-		// A user's LoadBalancer is older unless this MultiClusterIngress was created in an
-		// earlier second.
-		tl, tm := lb.GetCreationTimestamp(), mci.GetCreationTimestamp()
-		if !tm.Before(&tl) {
+		// A user's LoadBalancer serving the route first wins; one created while this
+		// MultiClusterIngress serves it is the driver's to refuse.
+		route := routeOfLBSpec(lb.Spec.LBSpec)
+		if !holders[route][mci.UID] {
 			t.problems = append(t.problems, Problem{Reason: ReasonConflict,
-				Message: fmt.Sprintf("route %s is already served by LoadBalancer %s/%s", routeOfLBSpec(lb.Spec.LBSpec), lb.Namespace, lb.Name)})
+				Message: fmt.Sprintf("route %s is already served by LoadBalancer %s/%s", route, lb.Namespace, lb.Name)})
 		}
 	}
-	held := map[Route]bool{}
+	held = map[Route]bool{}
 	for route, h := range holders {
 		for uid := range h {
 			if uid != mci.UID {
@@ -358,7 +358,40 @@ func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.Mult
 		t.problems = append(t.problems, Problem{Reason: ReasonRouteHeld,
 			Message: fmt.Sprintf("route %s waits for another MultiClusterIngress's LoadBalancer to go", route)})
 	}
-	return held, nil
+	return held, lost, nil
+}
+
+// releaseRoutes deletes the generated LoadBalancers of the given routes with the groups and
+// policies that hang on them.
+func (r *Reconciler) releaseRoutes(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, routes map[Route]bool) error {
+	if len(routes) == 0 {
+		return nil
+	}
+	keep := map[string]bool{}
+	lbs, err := r.owned(ctx, &lbcfv1beta1.LoadBalancerList{}, mci.Namespace, mci.Name, mci.UID)
+	if err != nil {
+		return err
+	}
+	gone := map[string]bool{}
+	for _, o := range lbs {
+		if routes[routeOfLBSpec(o.(*lbcfv1beta1.LoadBalancer).Spec.LBSpec)] {
+			gone[o.GetName()] = true
+		} else {
+			keep[objectKey(o)] = true
+		}
+	}
+	bgs, err := r.owned(ctx, &lbcfv1beta1.BackendGroupList{}, mci.Namespace, mci.Name, mci.UID)
+	if err != nil {
+		return err
+	}
+	for _, o := range bgs {
+		bg := o.(*lbcfv1beta1.BackendGroup)
+		if len(bg.Spec.LoadBalancers) == 0 || !gone[bg.Spec.LoadBalancers[0]] {
+			keep[objectKey(o)] = true
+			keep[objectKey(&policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: bg.Name}})] = true
+		}
+	}
+	return r.deleteOwned(ctx, mci.Namespace, mci.Name, mci.UID, keep)
 }
 
 func ownedBy(o metav1.Object, uid types.UID) bool {

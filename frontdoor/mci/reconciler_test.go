@@ -456,9 +456,10 @@ func TestRefusals(t *testing.T) {
 	})
 }
 
-// TestConflicts: two claims on one route of the same driver are decided by age — the newer
-// MultiClusterIngress (in any namespace) or one newer than a user's LoadBalancer is refused with
-// Conflict and keeps no objects; when the older one goes, the newer one gets the route. A
+// TestConflicts: of two claims on one route of the same driver the newer is refused with
+// Conflict — a MultiClusterIngress (in any namespace) claiming a route another one or a user's
+// LoadBalancer serves, or, when none serves it yet, the younger MultiClusterIngress — and keeps
+// the objects of its last accepted spec; when the holder goes, the waiting one gets the route. A
 // MultiClusterIngress of another class is not touched.
 func TestConflicts(t *testing.T) {
 	e := newEnv(t)
@@ -470,10 +471,11 @@ func TestConflicts(t *testing.T) {
 		e.binding(ns, "web", []string{"m1"})
 	}
 	e.mci(ns1, "first", nil, rule(host, prefix("/", "web")))
-	g.Eventually(func() int { return len(e.generated(ns1, "first").pps) }, wait, poll).Should(Equal(1))
+	e.mci(ns1, "early", nil, rule("early."+host, prefix("/", "web")))
+	g.Eventually(func() int { return len(e.generated(ns1, "first").pps) + len(e.generated(ns1, "early").pps) }, wait, poll).Should(Equal(2))
 	e.mci(ns2, "second", nil, rule(host, prefix("/", "web"), prefix("/own", "web")))
 	g.Eventually(e.conditionOf(ns2, "second", mci.ConditionAccepted), wait, poll).Should(And(HaveField("Reason", mci.ReasonConflict),
-		HaveField("Message", ContainSubstring("older MultiClusterIngress "+ns1+"/first"))))
+		HaveField("Message", ContainSubstring("already claimed by MultiClusterIngress "+ns1+"/first"))))
 	g.Eventually(func() []string { return e.events(ns2, "second") }, wait, poll).Should(ContainElement(HavePrefix("Warning Conflict:")))
 	g.Expect(e.generated(ns2, "second").lbs).To(BeEmpty())
 	g.Expect(condition(e.get(ns1, "first"), mci.ConditionAccepted).Status).To(Equal(metav1.ConditionTrue))
@@ -516,8 +518,21 @@ func TestConflicts(t *testing.T) {
 	g.Expect(e.get(ns1, "other").Annotations).NotTo(HaveKey(mci.AnnotationConditions))
 	g.Expect(e.generated(ns1, "other").lbs).To(BeEmpty())
 
+	// An older MultiClusterIngress edited to claim the route "second" now serves is the newer
+	// claim: refused, its own route kept; "second" keeps serving.
+	early := e.generated(ns1, "early")
+	secondBefore := e.generated(ns2, "second")
+	m := e.get(ns1, "early")
+	m.Spec.Rules = append(m.Spec.Rules, rule(host, prefix("/", "web")))
+	g.Expect(e.c.Update(e.ctx, m)).To(Succeed())
+	g.Eventually(e.conditionOf(ns1, "early", mci.ConditionAccepted), wait, poll).Should(And(HaveField("Reason", mci.ReasonConflict),
+		HaveField("Message", ContainSubstring("already claimed by MultiClusterIngress "+ns2+"/second"))))
+	g.Expect(e.generated(ns1, "early").lbs).To(ConsistOf(HaveField("UID", early.lbs[0].UID)))
+	g.Expect(e.generated(ns2, "second").lbs).To(ConsistOf(HaveField("UID", secondBefore.lbs[0].UID), HaveField("UID", secondBefore.lbs[1].UID)))
+	g.Expect(condition(e.get(ns2, "second"), mci.ConditionAccepted).Status).To(Equal(metav1.ConditionTrue))
+
 	// A class change releases: the generated objects and lbfed's conditions go.
-	m := e.get(ns2, "second")
+	m = e.get(ns2, "second")
 	m.Spec.IngressClassName = ptr("nginx")
 	g.Expect(e.c.Update(e.ctx, m)).To(Succeed())
 	g.Eventually(func() int { gen := e.generated(ns2, "second"); return len(gen.lbs) + len(gen.bgs) + len(gen.pps) }, wait, poll).Should(BeZero())
