@@ -66,6 +66,9 @@ func parseAnnotations(a map[string]string) (annotations, []Problem) {
 			}
 			out.balance = b
 		case k == AnnotationRouterCookie || k == AnnotationRouterHeader:
+			if strings.TrimSpace(v) == "" {
+				continue // as in ingress-bfe: an empty condition is no condition
+			}
 			m, err := parseMatch(v)
 			if err != nil {
 				problems = append(problems, Problem{Reason: ReasonInvalidAnnotation, Annotation: k, Message: err.Error()})

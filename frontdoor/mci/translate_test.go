@@ -97,6 +97,7 @@ func TestParseAnnotations(t *testing.T) {
 			reason: ReasonInvalidAnnotation, annotation: AnnotationBalanceWeight, message: "want a Service name"},
 		{name: "no member after @", ann: map[string]string{AnnotationBalanceWeight: `{"svc": {"web@": 1}}`},
 			reason: ReasonInvalidAnnotation, annotation: AnnotationBalanceWeight, message: "not a valid cluster name"},
+		{name: "an empty condition is no condition, as in ingress-bfe", ann: map[string]string{AnnotationRouterCookie: "", AnnotationRouterHeader: " "}},
 		{name: "ingress-bfe's own status annotation is not configuration", ann: map[string]string{AnnotationIngressStatus: `{"status":"success"}`}},
 		{name: "other prefixes are not ours", ann: map[string]string{"nginx.ingress.kubernetes.io/rewrite-target": "/"}},
 		{name: "float weight", ann: map[string]string{AnnotationBalanceWeight: `{"svc": {"web": 0.5, "canary": 0.5}}`},
