@@ -149,8 +149,8 @@ func (t *translation) refused() bool {
 	return false
 }
 
-// routes reads the MultiClusterIngress's routes and backends without looking anything up: what
-// conflict detection compares.
+// ruleBackend is one route of a MultiClusterIngress with its backend, read without looking
+// anything up (what conflict detection compares across MultiClusterIngresses).
 type ruleBackend struct {
 	route   Route
 	backend networkingv1.IngressBackend
