@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -177,6 +178,14 @@ func TestLBFedRender(t *testing.T) {
 				d := mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller"))
 				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--interpreter-max-request-bytes=67108864",
 					"--federation-grace-period=30s", "--federation-driver-ca-file=/etc/lbfed/driver-ca/ca.crt", "--federation-dry-run"))
+				// The MultiClusterIngress front door, with the RBAC it needs on karmada-apiserver.
+				g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--mci-enabled=true", "--mci-ingress-class=lbfed-bfe",
+					"--mci-driver=lbcf-bfe", "--mci-bfe-address=bfe.example.test", "--mci-leader-elect-namespace=karmada-system"))
+				role := mustTyped[rbacv1.ClusterRole](t, find(r.karmada, "ClusterRole", "lbfed-controller"))
+				g.Expect(role.Rules).To(ContainElements(
+					rbacv1.PolicyRule{APIGroups: []string{"networking.karmada.io"}, Resources: []string{"multiclusteringresses"}, Verbs: []string{"get", "list", "watch", "patch"}},
+					rbacv1.PolicyRule{APIGroups: []string{"networking.karmada.io"}, Resources: []string{"multiclusteringresses/status"}, Verbs: []string{"patch"}},
+					rbacv1.PolicyRule{APIGroups: []string{"policy.karmada.io"}, Resources: []string{"propagationpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}}))
 				g.Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.Items", ConsistOf(corev1.KeyToPath{Key: "karmada.config", Path: "kubeconfig"}))))
 				g.Expect(find(r.karmada, "Namespace", "lbcf-member")).To(BeNil())
 				crb := find(r.karmada, "ClusterRoleBinding", "lbfed-controller")

@@ -10,6 +10,8 @@
 //     lbfed chart turns it on and registers it).
 //   - federation: the federation controller, a controller-runtime manager against the Karmada
 //     API server.
+//   - mci: the MultiClusterIngress front door on BFE (package frontdoor/mci; off by default), a
+//     manager of its own against the Karmada API server.
 //
 // A component is a file implementing component, listed in components; a component that builds a
 // controller-runtime manager returns the manager as its runnable.
@@ -46,7 +48,7 @@ type runnable interface {
 
 // components lists every component, in start order.
 func components() []component {
-	return []component{&interpreterComponent{}, &admissionComponent{}, &federationComponent{}}
+	return []component{&interpreterComponent{}, &admissionComponent{}, &federationComponent{}, &mciComponent{}}
 }
 
 func main() {

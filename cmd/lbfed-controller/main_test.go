@@ -165,3 +165,12 @@ func TestRunAllStopsEverythingOnFirstFailure(t *testing.T) {
 		t.Fatal("the other runnable was not stopped")
 	}
 }
+
+// TestMCIRequiresBFEAddress: the MultiClusterIngress front door refuses to start without the
+// address it publishes in status.
+func TestMCIRequiresBFEAddress(t *testing.T) {
+	g := NewWithT(t)
+	comps := parse(t, "--interpreter-enabled=false", "--mci-enabled")
+	err := run(context.Background(), logr.Discard(), comps)
+	g.Expect(err).To(MatchError(ContainSubstring("--mci-bfe-address is required")))
+}

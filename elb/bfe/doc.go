@@ -28,6 +28,11 @@
 //     the sum must be positive), set per member, e.g. through a Karmada OverridePolicy; without it,
 //     the member's instance weight sum, so a federated pool splits like one flat pool. The split is
 //     per request (HashStrategy 0 with a hash header no client sends), not per client IP.
+//   - Subsets (ingress-bfe balance.weight across Services): backends with parameter
+//     lbfed.io/subset form a subset with its own sub-clusters ("<cluster>.<subset>.<member>");
+//     lbfed.io/subset-weight (0..10000, default 1) is the subset's share of the route whatever its
+//     members and backends, and inside a subset members split as above. The MultiClusterIngress
+//     front door (package frontdoor/mci) sets them.
 //   - A LoadBalancer without a positive-weight backend has no route, so its traffic falls through
 //     to the next matching route; ensureBackend fails while all its sub-cluster weights are 0.
 //

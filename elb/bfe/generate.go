@@ -116,28 +116,46 @@ func Generate(m *Model, v Versions, opts GenerateOptions) *Generation {
 	return gen
 }
 
-// subClusterName names a member cluster's sub-cluster inside a BFE cluster.
-func subClusterName(cluster, member string) string { return cluster + "." + member }
+// subClusterName names a member cluster's sub-cluster inside a BFE cluster; a subset's
+// sub-clusters are "<cluster>.<subset>.<member>" (Service and Karmada cluster names have no dots).
+func subClusterName(cluster, subset, member string) string {
+	if subset != "" {
+		return cluster + "." + subset + "." + member
+	}
+	return cluster + "." + member
+}
 
 // balance builds the cluster_table and gslb entries of one LoadBalancer.
 //
 // Sub-cluster weights follow ingress-bfe's balance.weight semantics: non-negative integers, 0 means
 // no traffic, the sum must be positive. A member's weight is the clusterWeight parameter of its
 // backends (the smallest when they disagree, e.g. during a rollout); without it, the sum of its
-// instance weights, which makes a federated pool behave like one flat pool. Weights are reduced by
-// their greatest common divisor to keep the files stable and small.
+// instance weights, which makes a federated pool behave like one flat pool.
+//
+// Backends with a subset (one Service of a balance.weight split) get one sub-cluster per subset
+// and member: the subset's weight is its share of the LoadBalancer's traffic whatever its number
+// of members and backends, and inside a subset the members split it as above. Weights are reduced
+// by their greatest common divisor to keep the files stable and small.
 func balance(lb *LBState) (map[string][]bfeconf.Instance, map[string]int, LBReport) {
 	type member struct {
-		instances []bfeconf.Instance
-		sum       int
-		explicit  *int
+		subset, name string
+		instances    []bfeconf.Instance
+		sum          int
+		explicit     *int
+	}
+	type subset struct {
+		weight  *int
+		members []*member
+		total   int // sum of the members' weights
 	}
 	members := map[string]*member{}
+	subsets := map[string]*subset{}
 	for _, b := range lb.Backends {
-		mb := members[b.Cluster]
+		key := b.Subset + "/" + b.Cluster
+		mb := members[key]
 		if mb == nil {
-			mb = &member{}
-			members[b.Cluster] = mb
+			mb = &member{subset: b.Subset, name: b.Cluster}
+			members[key] = mb
 		}
 		mb.instances = append(mb.instances, bfeconf.Instance{Name: b.Key(), Addr: bfeconf.InstanceAddr(b.Addr.Addr()),
 			Port: int(b.Addr.Port()), Weight: b.Weight})
@@ -145,6 +163,15 @@ func balance(lb *LBState) (map[string][]bfeconf.Instance, map[string]int, LBRepo
 		if b.ClusterWeight != nil && (mb.explicit == nil || *b.ClusterWeight < *mb.explicit) {
 			w := *b.ClusterWeight
 			mb.explicit = &w
+		}
+		ss := subsets[b.Subset]
+		if ss == nil {
+			ss = &subset{}
+			subsets[b.Subset] = ss
+		}
+		if b.SubsetWeight != nil && (ss.weight == nil || *b.SubsetWeight < *ss.weight) {
+			w := *b.SubsetWeight
+			ss.weight = &w
 		}
 	}
 	report := LBReport{SubClusters: map[string]int{}}
@@ -155,24 +182,70 @@ func balance(lb *LBState) (map[string][]bfeconf.Instance, map[string]int, LBRepo
 	subs := map[string][]bfeconf.Instance{}
 	weights := map[string]int{bfeconf.Blackhole: 0}
 	var notes []string
-	total, g := 0, 0
-	for _, name := range sortedMemberNames(members) {
-		mb := members[name]
+	for _, key := range sortedMemberNames(members) {
+		mb := members[key]
+		label := reportName(mb.subset, mb.name)
 		if mb.sum == 0 {
-			notes = append(notes, fmt.Sprintf("member %s: every backend has weight 0", name))
+			notes = append(notes, fmt.Sprintf("member %s: every backend has weight 0", label))
 			continue
 		}
 		w := mb.sum
 		if mb.explicit != nil {
 			w = *mb.explicit
 		}
+		ss := subsets[mb.subset]
 		sort.Slice(mb.instances, func(i, j int) bool { return mb.instances[i].Name < mb.instances[j].Name })
-		sub := subClusterName(lb.Name, name)
-		subs[sub] = mb.instances
-		weights[sub] = w
-		report.SubClusters[name] = w
-		total += w
-		g = gcd(g, w)
+		mb.explicit = &w
+		ss.members = append(ss.members, mb)
+		ss.total += w
+	}
+	// A member of subset s gets subsetWeight(s) × its weight / total(s), scaled to integers by the
+	// least common multiple of the totals (or, when that grows too large, rounded on a fine scale).
+	lcm, exact := 1, true
+	for _, ss := range subsets {
+		if ss.total > 0 {
+			lcm = lcm / gcd(lcm, ss.total) * ss.total
+			if lcm > 1<<20 {
+				exact = false
+				break
+			}
+		}
+	}
+	subsetWeight := func(ss *subset) int {
+		if ss.weight == nil {
+			return 1
+		}
+		return *ss.weight
+	}
+	weightSum := 0
+	for _, ss := range subsets {
+		if ss.total > 0 {
+			weightSum += subsetWeight(ss)
+		}
+	}
+	if weightSum == 0 {
+		weightSum = 1
+	}
+	total, g := 0, 0
+	for _, name := range sortedMemberNames(subsets) {
+		ss := subsets[name]
+		for _, mb := range ss.members {
+			// A member (or subset) of weight 0 keeps its sub-cluster with weight 0: no traffic.
+			w := 0
+			switch {
+			case ss.total == 0 || subsetWeight(ss) == 0 || *mb.explicit == 0:
+			case exact:
+				w = subsetWeight(ss) * *mb.explicit * (lcm / ss.total)
+			default:
+				w = max(int(float64(1<<20)*float64(subsetWeight(ss))/float64(weightSum)*float64(*mb.explicit)/float64(ss.total)), 1)
+			}
+			sub := subClusterName(lb.Name, mb.subset, mb.name)
+			subs[sub] = mb.instances
+			weights[sub] = w
+			report.SubClusters[reportName(mb.subset, mb.name)] = w
+			total += w
+			g = gcd(g, w)
+		}
 	}
 	if total == 0 {
 		report.Reason = "no traffic: " + strings.Join(append(notes, "sub-cluster weights sum to 0"), "; ")
@@ -188,6 +261,14 @@ func balance(lb *LBState) (map[string][]bfeconf.Instance, map[string]int, LBRepo
 	report.Installed = true
 	report.Reason = strings.Join(notes, "; ")
 	return subs, weights, report
+}
+
+// reportName names a sub-cluster in reports: the member, or "<subset>/<member>".
+func reportName(subset, member string) string {
+	if subset == "" {
+		return member
+	}
+	return subset + "/" + member
 }
 
 func sortedMemberNames[V any](m map[string]V) []string {

@@ -171,3 +171,55 @@ func TestGenerateSingleBackendBasicRule(t *testing.T) {
 	g.Expect(gen.Set.Gslb.Clusters[lb.Name]).To(Equal(map[string]int{bfeconf.Blackhole: 0, lb.Name + ".default": 1}))
 	g.Expect(gen.Set.ClusterConf.Config[lb.Name].GslbBasic.HashConf).To(Equal(bfeconf.HashConf{HashStrategy: 0, HashHeader: "bfe-non-existence"}))
 }
+
+// TestGenerateSubsetWeights: backends of subsets (the Services of an ingress-bfe balance.weight
+// split) get one sub-cluster per subset and member; each subset's traffic share is its weight,
+// whatever its number of members and backends, and inside a subset members split as without
+// subsets (instance weight sums, or lbfed.io/cluster-weight).
+func TestGenerateSubsetWeights(t *testing.T) {
+	sub := func(b Backend, subset string, w *int) Backend { b.Subset, b.SubsetWeight = subset, w; return b }
+	cases := []struct {
+		name     string
+		backends []Backend
+		want     map[string]int // sub-cluster → GSLB weight
+	}{
+		{"80:20 across services, 1:3 members inside web", []Backend{
+			sub(backend("m1", "10.0.0.1:80", 10, nil), "web", intp(80)),
+			sub(backend("m2", "10.0.0.2:80", 10, nil), "web", intp(80)),
+			sub(backend("m2", "10.0.0.3:80", 10, nil), "web", intp(80)),
+			sub(backend("m2", "10.0.0.4:80", 10, nil), "web", intp(80)),
+			sub(backend("m1", "10.0.1.1:80", 10, nil), "canary", intp(20)),
+			sub(backend("m1", "10.0.1.2:80", 10, nil), "canary", intp(20)),
+		}, map[string]int{"c.web.m1": 1, "c.web.m2": 3, "c.canary.m1": 1}},
+		{"member weights inside a subset", []Backend{
+			sub(backend("m1", "10.0.0.1:80", 10, intp(1)), "web", intp(1)),
+			sub(backend("m2", "10.0.0.2:80", 10, intp(3)), "web", intp(1)),
+			sub(backend("m1", "10.0.1.1:80", 10, nil), "api", intp(1)),
+		}, map[string]int{"c.web.m1": 1, "c.web.m2": 3, "c.api.m1": 4}},
+		{"a subset of weight 0 gets no traffic", []Backend{
+			sub(backend("m1", "10.0.0.1:80", 10, nil), "web", intp(1)),
+			sub(backend("m1", "10.0.1.1:80", 10, nil), "old", intp(0)),
+		}, map[string]int{"c.web.m1": 1, "c.old.m1": 0}},
+		{"without subsets, as before", []Backend{
+			backend("m1", "10.0.0.1:80", 10, nil),
+			backend("m2", "10.0.0.2:80", 10, nil),
+			backend("m2", "10.0.0.3:80", 10, nil),
+		}, map[string]int{"c.m1": 1, "c.m2": 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := buildModel(t, map[string][]Backend{"c": tc.backends}, map[string]map[string]string{"c": {"name": "c", "host": "a.test"}})
+			gen := Generate(m, Versions{ServerData: "1", GslbData: "1"}, GenerateOptions{})
+			g.Expect(gen.Set.Validate()).To(Succeed())
+			want := map[string]int{bfeconf.Blackhole: 0}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			g.Expect(gen.Set.Gslb.Clusters["c"]).To(Equal(want))
+			for name := range tc.want {
+				g.Expect(gen.Set.ClusterTable.Config["c"]).To(HaveKey(name))
+			}
+		})
+	}
+}

@@ -58,10 +58,20 @@ type Backend struct {
 	Weight int `json:"weight"`
 	// ClusterWeight, when set, is the GSLB weight of the backend's sub-cluster.
 	ClusterWeight *int `json:"clusterWeight,omitempty"`
+	// Subset, when set, names the part of the LoadBalancer's traffic the backend serves (e.g. one
+	// Service of an ingress-bfe balance.weight split): each subset has its own sub-clusters.
+	Subset string `json:"subset,omitempty"`
+	// SubsetWeight is the subset's share of the LoadBalancer's traffic (default 1).
+	SubsetWeight *int `json:"subsetWeight,omitempty"`
 }
 
 // Key identifies a backend within its LoadBalancer.
-func (b Backend) Key() string { return b.Cluster + "/" + b.Addr.String() }
+func (b Backend) Key() string {
+	if b.Subset != "" {
+		return b.Cluster + "/" + b.Subset + "/" + b.Addr.String()
+	}
+	return b.Cluster + "/" + b.Addr.String()
+}
 
 // Model is the desired state: every LoadBalancer with its backends, keyed by name and Backend.Key.
 type Model struct {

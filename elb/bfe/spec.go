@@ -34,6 +34,12 @@ const (
 	// integer 0..MaxWeight with ingress-bfe balance.weight semantics. It is set per member, e.g. by a
 	// Karmada OverridePolicy on the BackendGroup's parameters.
 	ParamClusterWeight = "lbfed.io/cluster-weight"
+	// ParamSubset names the subset of the LoadBalancer's traffic the backend serves, and
+	// ParamSubsetWeight (0..MaxWeight, default 1) that subset's share: ingress-bfe's
+	// balance.weight across Services, each Service a subset spread over its member clusters as the
+	// member weights say. Set by the MultiClusterIngress front door (package frontdoor/mci).
+	ParamSubset       = "lbfed.io/subset"
+	ParamSubsetWeight = "lbfed.io/subset-weight"
 )
 
 // Weight bounds.
@@ -196,6 +202,19 @@ func ParseBackend(addr string, params map[string]string) (Backend, error) {
 			errs = append(errs, fmt.Errorf("parameter %s: %w", ParamClusterWeight, err))
 		}
 		b.ClusterWeight = &w
+	}
+	if s, ok := params[ParamSubset]; ok && s != "" {
+		if err := checkClusterName(s); err != nil {
+			errs = append(errs, fmt.Errorf("parameter %s: %w", ParamSubset, err))
+		}
+		b.Subset = s
+	}
+	if v, ok := params[ParamSubsetWeight]; ok {
+		w, err := parseWeight(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("parameter %s: %w", ParamSubsetWeight, err))
+		}
+		b.SubsetWeight = &w
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Backend{}, err

@@ -87,6 +87,10 @@ func TestParseBackend(t *testing.T) {
 		{"weight too big", "10.0.0.1:80", map[string]string{"weight": "10001"}, nil, "want an integer 0..10000"},
 		{"bad cluster weight", "10.0.0.1:80", map[string]string{"lbfed.io/cluster-weight": "x"}, nil, "parameter lbfed.io/cluster-weight"},
 		{"bad cluster name", "10.0.0.1:80", map[string]string{"lbfed.io/cluster": "a b"}, nil, "parameter lbfed.io/cluster"},
+		{"subset", "10.0.0.1:80", map[string]string{"lbfed.io/subset": "web-v2", "lbfed.io/subset-weight": "20"},
+			&Backend{Cluster: DefaultSubCluster, Addr: netip.MustParseAddrPort("10.0.0.1:80"), Weight: DefaultWeight, Subset: "web-v2", SubsetWeight: intp(20)}, ""},
+		{"bad subset weight", "10.0.0.1:80", map[string]string{"lbfed.io/subset": "a", "lbfed.io/subset-weight": "1.5"}, nil, "parameter lbfed.io/subset-weight"},
+		{"bad subset name", "10.0.0.1:80", map[string]string{"lbfed.io/subset": "a/b"}, nil, "parameter lbfed.io/subset"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

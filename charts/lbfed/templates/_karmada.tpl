@@ -219,6 +219,23 @@ rules:
   - apiGroups: [events.k8s.io]
     resources: [events]
     verbs: [create, patch]
+  {{- if .Values.controller.multiClusterIngress.enabled }}
+  # The MultiClusterIngress front door: reads MultiClusterIngresses, writes lbfed.io/conditions
+  # (merge patch) and the status address, and keeps the LBCF objects and PropagationPolicies it
+  # generates (Services and ResourceBindings are read as above).
+  - apiGroups: [networking.karmada.io]
+    resources: [multiclusteringresses]
+    verbs: [get, list, watch, patch]
+  - apiGroups: [networking.karmada.io]
+    resources: [multiclusteringresses/status]
+    verbs: [patch]
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [loadbalancers, backendgroups]
+    verbs: [create, update, delete]
+  - apiGroups: [policy.karmada.io]
+    resources: [propagationpolicies]
+    verbs: [get, list, watch, create, update, delete]
+  {{- end }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
