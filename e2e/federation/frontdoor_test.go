@@ -56,9 +56,12 @@ spec:
   driverType: Webhook
   url: {{.DriverURL}}
   webhooks:
+  - {name: validateLoadBalancer, timeout: 10s}
   - {name: createLoadBalancer, timeout: 1m}
   - {name: ensureLoadBalancer, timeout: 1m}
   - {name: deleteLoadBalancer, timeout: 1m}
+  - {name: validateBackend, timeout: 10s}
+  - {name: generateBackendAddr, timeout: 10s}
   - {name: ensureBackend, timeout: 1m}
   - {name: deregisterBackend, timeout: 1m}
 ---
