@@ -28,6 +28,7 @@ import (
 
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 // Kind is the front door's label value and name prefix of its generated objects.
@@ -86,7 +87,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 				r.enqueueRefused(ctx, q)
 			},
 		}).
-		Watches(&corev1.Service{}, sameName, builder.WithPredicates(frontdoor.ServiceChanged())).
+		Watches(&corev1.Service{}, sameName, builder.WithPredicates(controller.ServiceChanged())).
 		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool { return frontdoor.PlacementChanged(e.ObjectOld, e.ObjectNew) },
 		})).

@@ -28,6 +28,7 @@ import (
 	"github.com/lbfed/lbfed/elb/servicelb"
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 const (
@@ -95,7 +96,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Service{}, handler.OnlyControllerOwner())
 	err := ctrl.NewControllerManagedBy(mgr).Named("frontdoor-service").
-		For(&corev1.Service{}, builder.WithPredicates(frontdoor.ServiceChanged())).
+		For(&corev1.Service{}, builder.WithPredicates(controller.ServiceChanged())).
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&lbcfv1beta1.LoadBalancer{}, handler.Funcs{
