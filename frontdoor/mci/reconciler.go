@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	netutils "k8s.io/utils/net"
@@ -354,7 +355,7 @@ func (r *Reconciler) releaseRoutes(ctx context.Context, mci *networkingv1alpha1.
 // door is the kit's view of a MultiClusterIngress; without a UID (one already gone) it owns what
 // any MultiClusterIngress of its name generated.
 func door(mci *networkingv1alpha1.MultiClusterIngress) frontdoor.Door {
-	return frontdoor.Door{Kind: Kind, GVK: networkingv1alpha1.SchemeGroupVersion.WithKind(networkingv1alpha1.ResourceKindMultiClusterIngress), Object: mci}
+	return frontdoor.Door{Kind: Kind, GVK: schema.GroupVersionKind{Group: networkingv1alpha1.GroupName, Version: networkingv1alpha1.GroupVersion.Version, Kind: networkingv1alpha1.ResourceKindMultiClusterIngress}, Object: mci}
 }
 
 // deleteOwned deletes the generated objects of a MultiClusterIngress except those in keep.
