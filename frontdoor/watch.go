@@ -6,6 +6,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -28,6 +29,12 @@ func LoadBalancerEvents(owner handler.EventHandler, refused func(context.Context
 			refused(ctx, q)
 		},
 	}
+}
+
+// PlacementUpdates passes the ResourceBinding updates that change the clusters Clusters and
+// ServicePlacements read (creations and deletions pass).
+func PlacementUpdates() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return PlacementChanged(e.ObjectOld, e.ObjectNew) }}
 }
 
 // WaitsForLoadBalancers tells whether a front door refused with reason is examined again when a

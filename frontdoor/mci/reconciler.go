@@ -113,14 +113,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		_, ok := frontdoor.ServiceOfBinding(o)
 		return ok
 	})
-	placementChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return frontdoor.PlacementChanged(e.ObjectOld, e.ObjectNew) }}
 	err := ctrl.NewControllerManagedBy(mgr).Named("multiclusteringress").
 		For(&networkingv1alpha1.MultiClusterIngress{}).
 		Owns(&lbcfv1beta1.LoadBalancer{}).
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&corev1.Service{}, namespaceMCIs, builder.WithPredicates(controller.ServiceChanged())).
-		Watches(&workv1alpha2.ResourceBinding{}, namespaceMCIs, builder.WithPredicates(serviceBindings, placementChanged)).
+		Watches(&workv1alpha2.ResourceBinding{}, namespaceMCIs, builder.WithPredicates(serviceBindings, frontdoor.PlacementUpdates())).
 		Watches(&lbcfv1beta1.LoadBalancer{}, allMCIs, builder.WithPredicates(createOrDelete)).
 		Watches(&networkingv1alpha1.MultiClusterIngress{}, allMCIs, builder.WithPredicates(predicate.Or(createOrDelete, predicate.GenerationChangedPredicate{}))).
 		Complete(r)

@@ -19,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -75,9 +74,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		// Its own LoadBalancers (status: Created), and any other one: a conflict may be resolved.
 		Watches(&lbcfv1beta1.LoadBalancer{}, frontdoor.LoadBalancerEvents(owner, r.enqueueRefused)).
 		Watches(&corev1.Service{}, sameName, builder.WithPredicates(controller.ServiceChanged())).
-		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return frontdoor.PlacementChanged(e.ObjectOld, e.ObjectNew) },
-		})).
+		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(frontdoor.PlacementUpdates())).
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("frontdoor-mcs controller: %w", err)
