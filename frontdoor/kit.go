@@ -392,14 +392,20 @@ func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 			}
 		}
 		if refusal == nil {
-			holder := "LoadBalancer " + other.Namespace + "/" + other.Name
-			if l := other.Labels; l[LabelFrontDoor] != "" {
-				holder += fmt.Sprintf(" (front door %s %s/%s)", l[LabelFrontDoor], other.Namespace, l[LabelFrontDoorName])
-			}
-			refusal = Refusef(ReasonConflict, "%s:%s is already served by %s", w.VIP, p, holder)
+			refusal = Refusef(ReasonConflict, "%s:%s is already served by %s", w.VIP, p, Holder(other))
 		}
 	}
 	return refusal
+}
+
+// Holder names a LoadBalancer that holds a claim, with the front door that generated it, if any,
+// for a conflict's message.
+func Holder(lb *lbcfv1beta1.LoadBalancer) string {
+	holder := "LoadBalancer " + lb.Namespace + "/" + lb.Name
+	if l := lb.Labels; l[LabelFrontDoor] != "" {
+		holder += fmt.Sprintf(" (front door %s %s/%s)", l[LabelFrontDoor], lb.Namespace, l[LabelFrontDoorName])
+	}
+	return holder
 }
 
 // Serving tells whether one of the front door's LoadBalancers is created on the device (for

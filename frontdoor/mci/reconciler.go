@@ -235,7 +235,8 @@ func (r *Reconciler) inputs(ctx context.Context, mci *networkingv1alpha1.MultiCl
 func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, t *translation) (held, lost map[Route]bool, err error) {
 	ours := frontdoor.DriverKey(mci.Namespace, r.Opts.Driver)
 	var lbs lbcfv1beta1.LoadBalancerList
-	if err := r.Client.List(ctx, &lbs); err != nil {
+	// Read only: no copies of every LoadBalancer of the federation.
+	if err := r.Client.List(ctx, &lbs, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list loadbalancers: %w", err)
 	}
 	holders := map[Route]map[types.UID]bool{} // route → MultiClusterIngresses whose LoadBalancer serves it
@@ -299,7 +300,7 @@ func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.Mult
 		route := routeOfLBSpec(lb.Spec.LBSpec)
 		if !holders[route][mci.UID] {
 			t.problems = append(t.problems, Problem{Reason: ReasonConflict,
-				Message: fmt.Sprintf("route %s is already served by LoadBalancer %s/%s", route, lb.Namespace, lb.Name)})
+				Message: fmt.Sprintf("route %s is already served by %s", route, frontdoor.Holder(lb))})
 		}
 	}
 	held = map[Route]bool{}
