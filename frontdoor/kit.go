@@ -86,11 +86,13 @@ func AsRefusal(err error) (*Refusal, bool) {
 	return r, ok
 }
 
-// Door is the front door object on the Karmada API server (a MultiClusterService, a Service):
-// every generated object carries its labels and a controller owner reference to it, so deleting
-// it deletes them through the garbage collector, and LBCF's finalizers clean the device once.
+// Door is the front door object on the Karmada API server (a MultiClusterService, a Service, a
+// MultiClusterIngress): every generated object carries its labels and a controller owner
+// reference to it, so deleting it deletes them through the garbage collector, and LBCF's
+// finalizers clean the device once.
 type Door struct {
-	// Kind is the label value and name prefix of the generated objects: "mcs", "service".
+	// Kind is the LabelFrontDoor value of the generated objects ("mcs", "service",
+	// "multiclusteringress"), and the prefix of the names Sync gives them.
 	Kind string
 	// GVK of Object, for the owner reference.
 	GVK    schema.GroupVersionKind
