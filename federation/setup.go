@@ -111,7 +111,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 			return b.Watches(&clusterv1alpha1.Cluster{}, groupsOfCluster, builder.WithPredicates(readinessChanged()))
 		},
 		func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&corev1.Service{}, controller.GroupsOfService(c), builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+			return b.Watches(&corev1.Service{}, controller.GroupsOfService(c), builder.WithPredicates(controller.ServiceChanged()))
 		},
 		func(b *builder.Builder) *builder.Builder { return b.Watches(&lbcfv1beta1.BackendGroup{}, forget) },
 	}

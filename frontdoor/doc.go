@@ -23,8 +23,11 @@
 //     existing placement is left as it is: unobserved is not gone (the federation's
 //     fail-static rule), and an empty clusterNames would mean every cluster.
 //
-// Every generated object carries the labels lbfed.io/front-door=<K> and
-// lbfed.io/front-door-name=<name> and a controller owner reference to the front door: deleting
+// Every generated object, of every front door (package frontdoor/mci too, whose translation is
+// its own but whose objects the kit writes: Door, SyncLoadBalancer, SyncBackendGroup,
+// SyncPolicy, Owned, Remove), carries the labels lbfed.io/front-door=<K> and
+// lbfed.io/front-door-name=<name> (NameLabel: hashed when longer than a label value) and a
+// controller owner reference to the front door: deleting
 // the front door deletes them through Karmada's garbage collector, and LBCF's finalizer on each
 // LoadBalancer removes it from the device exactly once. Per-cluster weights work as for any
 // BackendGroup: an OverridePolicy selecting the generated BackendGroups by those labels (or by

@@ -3,18 +3,18 @@ package frontdoor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/lbfed/lbfed/elb/servicelb"
 )
@@ -133,36 +133,78 @@ func (k *Kit) namedPort(ctx context.Context, svc *corev1.Service, port string, p
 	return 0, "the selected workloads give it different numbers"
 }
 
-// Clusters lists the member clusters a Service is propagated to: its ResourceBinding's
-// spec.clusters and the clusters of spec.requiredBy (propagated as a dependency), sorted. Empty
-// when the Service has no binding yet.
+// Clusters lists the member clusters a Service is propagated to (ServicePlacements). Empty when
+// the Service has no binding yet.
 func Clusters(ctx context.Context, c client.Reader, svc *corev1.Service) ([]string, error) {
+	placements, err := ServicePlacements(ctx, c, svc.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return placements[svc.Name], nil
+}
+
+// ServicePlacements lists the member clusters each Service of the namespace is propagated to, by
+// Service name: its ResourceBinding's spec.clusters and the clusters of spec.requiredBy
+// (propagated as a dependency), sorted. A Service without a binding has no entry.
+func ServicePlacements(ctx context.Context, c client.Reader, namespace string) (map[string][]string, error) {
 	list := &workv1alpha2.ResourceBindingList{}
-	if err := c.List(ctx, list, client.InNamespace(svc.Namespace)); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list ResourceBindings: %w", err)
 	}
-	set := map[string]bool{}
+	sets := map[string]map[string]bool{}
 	for i := range list.Items {
-		rb := &list.Items[i]
-		r := rb.Spec.Resource
-		if r.APIVersion != "v1" || r.Kind != "Service" || r.Name != svc.Name {
+		key, ok := ServiceOfBinding(&list.Items[i])
+		if !ok {
 			continue
 		}
-		for _, t := range rb.Spec.Clusters {
-			set[t.Name] = true
+		if sets[key.Name] == nil {
+			sets[key.Name] = map[string]bool{}
 		}
-		for _, s := range rb.Spec.RequiredBy {
-			for _, t := range s.Clusters {
-				set[t.Name] = true
-			}
+		for _, n := range bindingClusters(&list.Items[i]) {
+			sets[key.Name][n] = true
 		}
 	}
-	out := make([]string, 0, len(set))
-	for n := range set {
-		out = append(out, n)
+	out := make(map[string][]string, len(sets))
+	for svc, set := range sets {
+		out[svc] = slices.Sorted(maps.Keys(set))
+	}
+	return out, nil
+}
+
+// bindingClusters are a binding's spec.clusters and spec.requiredBy clusters, sorted, with
+// repetitions.
+func bindingClusters(rb *workv1alpha2.ResourceBinding) []string {
+	var out []string
+	for _, t := range rb.Spec.Clusters {
+		out = append(out, t.Name)
+	}
+	for _, s := range rb.Spec.RequiredBy {
+		for _, t := range s.Clusters {
+			out = append(out, t.Name)
+		}
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
+}
+
+// CacheOptions are the cache settings of a manager running front doors by themselves: every
+// resource on Karmada has a ResourceBinding, of which the front doors read only the resource and
+// its placement (spec.clusters, spec.requiredBy). Managers running the federation use its
+// settings, which keep the same.
+func CacheOptions() cache.Options {
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&workv1alpha2.ResourceBinding{}: {Transform: func(o any) (any, error) {
+			rb, ok := o.(*workv1alpha2.ResourceBinding)
+			if !ok {
+				return o, nil
+			}
+			rb.ManagedFields, rb.Annotations = nil, nil
+			rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters, RequiredBy: rb.Spec.RequiredBy}
+			rb.Status = workv1alpha2.ResourceBindingStatus{}
+			return rb, nil
+		}}},
+	}
 }
 
 // ServiceOfBinding maps a Service's ResourceBinding to the Service's namespace/name (nothing for
@@ -182,41 +224,5 @@ func PlacementChanged(old, new client.Object) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	names := func(rb *workv1alpha2.ResourceBinding) []string {
-		var out []string
-		for _, t := range rb.Spec.Clusters {
-			out = append(out, t.Name)
-		}
-		for _, s := range rb.Spec.RequiredBy {
-			for _, t := range s.Clusters {
-				out = append(out, t.Name)
-			}
-		}
-		sort.Strings(out)
-		return out
-	}
-	a, b := names(o), names(n)
-	if len(a) != len(b) {
-		return true
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return true
-		}
-	}
-	return false
-}
-
-// ServiceChanged passes Service events that change its spec or annotations (a Service's
-// metadata.generation does not move with its spec).
-func ServiceChanged() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Service)
-		n, ok2 := e.ObjectNew.(*corev1.Service)
-		if !ok1 || !ok2 {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
-			!equality.Semantic.DeepEqual(o.Labels, n.Labels) || o.DeletionTimestamp != n.DeletionTimestamp
-	}}
+	return !slices.Equal(bindingClusters(o), bindingClusters(n))
 }

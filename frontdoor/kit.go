@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -15,10 +16,12 @@ import (
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -28,11 +31,13 @@ import (
 
 // Wire strings of the generated objects.
 const (
-	// LabelFrontDoor names the kind of front door that generated an object ("mcs", "service").
+	// LabelFrontDoor names the kind of front door that generated an object ("mcs", "service",
+	// "multiclusteringress").
 	LabelFrontDoor = "lbfed.io/front-door"
-	// LabelFrontDoorName names the front door object (same namespace) that generated an object.
-	// Select the generated BackendGroups of one front door with both labels, e.g. in an
-	// OverridePolicy's resourceSelectors for per-cluster weights.
+	// LabelFrontDoorName names the front door object (same namespace) that generated an object
+	// (NameLabel: hashed when the name is longer than a label value). Select the generated
+	// BackendGroups of one front door with both labels, e.g. in an OverridePolicy's
+	// resourceSelectors for per-cluster weights.
 	LabelFrontDoorName = "lbfed.io/front-door-name"
 	// DefaultDriver is the LoadBalancerDriver the generated LoadBalancers use by default: a
 	// shared ("lbcf-" prefixed) driver in kube-system, so that front doors in every namespace
@@ -81,41 +86,65 @@ func AsRefusal(err error) (*Refusal, bool) {
 	return r, ok
 }
 
-// Door is the front door object on the Karmada API server (a MultiClusterService, a Service):
-// every generated object carries its labels and a controller owner reference to it, so deleting
-// it deletes them through the garbage collector, and LBCF's finalizers clean the device once.
+// Door is the front door object on the Karmada API server (a MultiClusterService, a Service, a
+// MultiClusterIngress): every generated object carries its labels and a controller owner
+// reference to it, so deleting it deletes them through the garbage collector, and LBCF's
+// finalizers clean the device once.
 type Door struct {
-	// Kind is the label value and name prefix of the generated objects: "mcs", "service".
+	// Kind is the LabelFrontDoor value of the generated objects ("mcs", "service",
+	// "multiclusteringress"), and the prefix of the names Sync gives them.
 	Kind string
 	// GVK of Object, for the owner reference.
 	GVK    schema.GroupVersionKind
 	Object client.Object
 }
 
-func (d Door) labels() map[string]string {
-	return map[string]string{LabelFrontDoor: d.Kind, LabelFrontDoorName: d.Object.GetName()}
+// Labels are the labels of every object generated for the front door.
+func (d Door) Labels() map[string]string {
+	return map[string]string{LabelFrontDoor: d.Kind, LabelFrontDoorName: NameLabel(d.Object.GetName())}
 }
 
-// owns tells whether o was generated for this front door (labels and owner, by UID).
-func (d Door) owns(o client.Object) bool {
+// NameLabel is LabelFrontDoorName's value for a front door's name: the name, or a hash of it
+// when it is longer than a label value (a MultiClusterIngress's name may be).
+func NameLabel(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "h-" + hex.EncodeToString(sum[:10])
+}
+
+// Owns tells whether o was generated for this front door: its labels and an owner reference to
+// it, by UID. A Door whose Object has no UID (a front door already gone, known by name only)
+// owns what any front door of its kind and name generated.
+func (d Door) Owns(o client.Object) bool {
 	l := o.GetLabels()
-	if l[LabelFrontDoor] != d.Kind || l[LabelFrontDoorName] != d.Object.GetName() {
+	if l[LabelFrontDoor] != d.Kind || l[LabelFrontDoorName] != NameLabel(d.Object.GetName()) {
 		return false
 	}
+	uid := d.Object.GetUID()
 	for _, r := range o.GetOwnerReferences() {
-		if r.UID == d.Object.GetUID() {
+		if (uid != "" && r.UID == uid) || (uid == "" && r.Kind == d.GVK.Kind && r.Name == d.Object.GetName()) {
 			return true
 		}
 	}
 	return false
 }
 
-// generated tells whether o carries a front door's labels, whichever.
-func generated(o client.Object) bool { return o.GetLabels()[LabelFrontDoor] != "" }
+// Generated tells whether o carries a front door's labels, whichever.
+func Generated(o client.Object) bool { return o.GetLabels()[LabelFrontDoor] != "" }
 
-func (d Door) ownerRef() metav1.OwnerReference {
+// OwnerRef is the controller owner reference every generated object carries.
+func (d Door) OwnerRef() metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: d.GVK.GroupVersion().String(), Kind: d.GVK.Kind, Name: d.Object.GetName(),
 		UID: d.Object.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+// Meta is the metadata of a generated object of the given name: the front door's namespace,
+// labels and owner reference.
+func (d Door) Meta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: d.Object.GetNamespace(), Name: name, Labels: d.Labels(),
+		OwnerReferences: []metav1.OwnerReference{d.OwnerRef()}}
 }
 
 func (d Door) String() string {
@@ -181,6 +210,16 @@ func Name(kind, name string, p Port) string {
 // PolicyName is the name of a front door's PropagationPolicy.
 func PolicyName(kind, name string) string { return shorten(kind + "-" + name) }
 
+// HashName is a deterministic name for a generated object that stands for parts: the front
+// door's name (shortened to 40 characters) and a hash of the parts.
+func HashName(name string, parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	if len(name) > 40 {
+		name = strings.TrimRight(name[:40], "-.")
+	}
+	return name + "-" + hex.EncodeToString(sum[:5])
+}
+
 func shorten(s string) string {
 	if len(s) <= 63 {
 		return s
@@ -229,7 +268,7 @@ func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 	out.LoadBalancers = names
 	out.Created = true
 	for i, p := range w.Ports {
-		lb, err := k.syncLoadBalancer(ctx, d, names[i], lbSpec(w, p))
+		lb, err := k.SyncLoadBalancer(ctx, d, names[i], lbSpec(w, p), w.VIP.String()+":"+p.String())
 		if err != nil {
 			return out, err
 		}
@@ -239,7 +278,11 @@ func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 			out.Created = false
 			out.Waiting = append(out.Waiting, "LoadBalancer "+names[i]+" not created yet"+lbMessage(lb))
 		}
-		if err := k.syncBackendGroup(ctx, d, names[i], w, p); err != nil {
+		g := Group{LoadBalancer: names[i], InitialParameters: map[string]string{"weight": DefaultWeight}, Pods: lbcfv1beta1.PodBackend{
+			Ports:   []lbcfv1beta1.PortSelector{{Port: p.TargetPort, Protocol: string(p.Protocol)}},
+			ByLabel: &lbcfv1beta1.SelectPodByLabel{Selector: w.Selector},
+		}}
+		if err := k.SyncBackendGroup(ctx, d, names[i], g); err != nil {
 			return out, err
 		}
 	}
@@ -248,7 +291,7 @@ func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 		return out, err
 	}
 	if len(w.Clusters) > 0 {
-		if err := k.syncPolicy(ctx, d, append(slices.Clone(names), held...), w.Clusters); err != nil {
+		if err := k.SyncPolicy(ctx, d, PolicyName(d.Kind, d.Object.GetName()), append(slices.Clone(names), held...), w.Clusters); err != nil {
 			return out, err
 		}
 	} else {
@@ -272,7 +315,7 @@ func (k *Kit) heldNames(ctx context.Context, d Door, ports []Port) ([]string, er
 			}
 			return nil, fmt.Errorf("get BackendGroup %s: %w", n, err)
 		}
-		if d.owns(bg) {
+		if d.Owns(bg) {
 			out = append(out, n)
 		}
 	}
@@ -324,7 +367,7 @@ func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 	mine := map[claimKey]*lbcfv1beta1.LoadBalancer{}
 	for i := range list.Items {
 		lb := &list.Items[i]
-		if lb.Namespace == d.Object.GetNamespace() && d.owns(lb) {
+		if lb.Namespace == d.Object.GetNamespace() && d.Owns(lb) {
 			if key, ok := keyOf(lb.Spec.LBSpec); ok {
 				mine[key] = lb
 			}
@@ -334,7 +377,7 @@ func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 	for i := range list.Items {
 		other := &list.Items[i]
 		key, ok := keyOf(other.Spec.LBSpec)
-		if !ok || (other.Namespace == d.Object.GetNamespace() && d.owns(other)) || other.DeletionTimestamp != nil {
+		if !ok || (other.Namespace == d.Object.GetNamespace() && d.Owns(other)) || other.DeletionTimestamp != nil {
 			continue
 		}
 		p, clash := want[key]
@@ -351,25 +394,31 @@ func (k *Kit) checkConflicts(ctx context.Context, d Door, w Want) error {
 			}
 		}
 		if refusal == nil {
-			holder := "LoadBalancer " + other.Namespace + "/" + other.Name
-			if l := other.Labels; l[LabelFrontDoor] != "" {
-				holder += fmt.Sprintf(" (front door %s %s/%s)", l[LabelFrontDoor], other.Namespace, l[LabelFrontDoorName])
-			}
-			refusal = Refusef(ReasonConflict, "%s:%s is already served by %s", w.VIP, p, holder)
+			refusal = Refusef(ReasonConflict, "%s:%s is already served by %s", w.VIP, p, Holder(other))
 		}
 	}
 	return refusal
+}
+
+// Holder names a LoadBalancer that holds a claim, with the front door that generated it, if any,
+// for a conflict's message.
+func Holder(lb *lbcfv1beta1.LoadBalancer) string {
+	holder := "LoadBalancer " + lb.Namespace + "/" + lb.Name
+	if l := lb.Labels; l[LabelFrontDoor] != "" {
+		holder += fmt.Sprintf(" (front door %s %s/%s)", l[LabelFrontDoor], lb.Namespace, l[LabelFrontDoorName])
+	}
+	return holder
 }
 
 // Serving tells whether one of the front door's LoadBalancers is created on the device (for
 // status after a refusal: what was generated before stays).
 func (k *Kit) Serving(ctx context.Context, d Door) (bool, error) {
 	list := &lbcfv1beta1.LoadBalancerList{}
-	if err := k.Client.List(ctx, list, client.InNamespace(d.Object.GetNamespace()), client.MatchingLabels(d.labels())); err != nil {
+	if err := k.Client.List(ctx, list, client.InNamespace(d.Object.GetNamespace()), client.MatchingLabels(d.Labels())); err != nil {
 		return false, fmt.Errorf("list generated LoadBalancers: %w", err)
 	}
 	for i := range list.Items {
-		if d.owns(&list.Items[i]) && list.Items[i].DeletionTimestamp == nil && list.Items[i].IsCreated() {
+		if d.Owns(&list.Items[i]) && list.Items[i].DeletionTimestamp == nil && list.Items[i].IsCreated() {
 			return true, nil
 		}
 	}
@@ -393,16 +442,26 @@ func (k *Kit) checkName(ctx context.Context, d Door, o client.Object, key client
 		}
 		return fmt.Errorf("get %T %s: %w", o, key, err)
 	}
-	if d.owns(o) {
+	if d.Owns(o) {
 		return nil
 	}
 	kind := strings.TrimPrefix(fmt.Sprintf("%T", o), "*")
 	kind = kind[strings.LastIndex(kind, ".")+1:]
-	if generated(o) && o.GetLabels()[LabelFrontDoor] == d.Kind && o.GetLabels()[LabelFrontDoorName] == d.Object.GetName() {
+	if Generated(o) && o.GetLabels()[LabelFrontDoor] == d.Kind && o.GetLabels()[LabelFrontDoorName] == NameLabel(d.Object.GetName()) {
 		// A previous front door of the same name: the garbage collector removes it.
 		return Refusef(ReasonPending, "%s %s of a previous %s is still being deleted", kind, key, d.GVK.Kind)
 	}
 	return Refusef(ReasonNameTaken, "%s %s exists and was not generated for this %s: rename or remove it", kind, key, d.GVK.Kind)
+}
+
+// DriverKey identifies the driver a LoadBalancer of namespace uses: shared ("lbcf-") drivers
+// live in kube-system and serve every namespace, others belong to the LoadBalancer's namespace.
+// LoadBalancers of one driver share its device, so their claims may conflict.
+func DriverKey(namespace, driver string) string {
+	if strings.HasPrefix(driver, lbcfv1beta1.SystemDriverPrefix) {
+		return lbcfv1beta1.SystemNamespace + "/" + driver
+	}
+	return namespace + "/" + driver
 }
 
 func (k *Kit) driver() string {
@@ -412,91 +471,134 @@ func (k *Kit) driver() string {
 	return k.Driver
 }
 
-// syncLoadBalancer creates the LoadBalancer, or replaces it when its (immutable) driver or
-// lbSpec changed: the old one is deleted first (LBCF removes it from the device) and the new
-// one created once it is gone. It returns the current object, nil while it does not exist.
-func (k *Kit) syncLoadBalancer(ctx context.Context, d Door, name string, spec map[string]string) (*lbcfv1beta1.LoadBalancer, error) {
+func (k *Kit) event(d Door, related client.Object, reason, format string, args ...any) {
+	if k.Recorder != nil {
+		k.Recorder.Eventf(d.Object, related, corev1.EventTypeNormal, reason, "Sync", format, args...)
+	}
+}
+
+// notOurs refuses an existing object of a needed name that this front door did not generate.
+func notOurs(d Door, o client.Object) error {
+	if d.Owns(o) {
+		return nil
+	}
+	kind := strings.TrimPrefix(fmt.Sprintf("%T", o), "*")
+	kind = kind[strings.LastIndex(kind, ".")+1:]
+	return Refusef(ReasonNameTaken, "%s %s/%s exists and was not generated for this %s: left alone", kind, o.GetNamespace(), o.GetName(), d.GVK.Kind)
+}
+
+// SyncLoadBalancer creates the front door's LoadBalancer name of the Kit's driver with spec (about
+// says what it serves, for the event), or replaces it when its (immutable) driver or lbSpec
+// changed: the old one is deleted first (LBCF removes it from the device) and the new one
+// created once it is gone. It returns the current object, nil while it does not exist (the
+// deletion of the LoadBalancer is the event to sync again on). A LoadBalancer of that name the
+// front door did not generate is refused (ReasonNameTaken) and left alone.
+func (k *Kit) SyncLoadBalancer(ctx context.Context, d Door, name string, spec map[string]string, about string) (*lbcfv1beta1.LoadBalancer, error) {
 	lb := &lbcfv1beta1.LoadBalancer{}
 	err := k.Client.Get(ctx, client.ObjectKey{Namespace: d.Object.GetNamespace(), Name: name}, lb)
 	switch {
 	case apierrors.IsNotFound(err):
-		lb = &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: d.Object.GetNamespace(), Name: name, Labels: d.labels(),
-			OwnerReferences: []metav1.OwnerReference{d.ownerRef()}},
-			Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: k.driver(), LBSpec: spec}}
+		lb = &lbcfv1beta1.LoadBalancer{ObjectMeta: d.Meta(name), Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: k.driver(), LBSpec: spec}}
 		if err := k.Client.Create(ctx, lb); err != nil {
 			return nil, fmt.Errorf("create LoadBalancer %s: %w", name, err)
 		}
-		k.Recorder.Eventf(d.Object, lb, corev1.EventTypeNormal, "LoadBalancerCreated", "Sync", "LoadBalancer %s for %s:%s/%s", name, spec[radware.KeyVIP], spec[radware.KeyPort], spec[radware.KeyProtocol])
+		k.event(d, lb, "LoadBalancerCreated", "LoadBalancer %s for %s", name, about)
 		return lb, nil
 	case err != nil:
 		return nil, fmt.Errorf("get LoadBalancer %s: %w", name, err)
 	}
+	if err := notOurs(d, lb); err != nil {
+		return nil, err
+	}
 	if lb.DeletionTimestamp != nil {
 		return nil, nil
 	}
-	if lb.Spec.LBDriver != k.driver() || !mapsEqual(lb.Spec.LBSpec, spec) {
+	if lb.Spec.LBDriver != k.driver() || !maps.Equal(lb.Spec.LBSpec, spec) {
 		if err := k.Client.Delete(ctx, lb, client.Preconditions{UID: &lb.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("replace LoadBalancer %s: %w", name, err)
 		}
-		k.Recorder.Eventf(d.Object, lb, corev1.EventTypeNormal, "LoadBalancerReplaced", "Sync", "LoadBalancer %s: driver or lbSpec changed (both immutable), deleting it to create it anew", name)
+		k.event(d, lb, "LoadBalancerReplaced", "LoadBalancer %s: driver or lbSpec changed (both immutable), deleting it to create it anew", name)
 		return nil, nil
 	}
 	return lb, nil
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
+// Group is a generated BackendGroup: the pods it selects on one LoadBalancer.
+type Group struct {
+	LoadBalancer string
+	Pods         lbcfv1beta1.PodBackend
+	// Parameters are the front door's: set on every sync.
+	Parameters map[string]string
+	// InitialParameters are set on creation only (a weight changed on the template stays).
+	InitialParameters map[string]string
 }
 
-// syncBackendGroup makes the BackendGroup select the pods on the port's target port. Only the
-// fields the front door owns are written: admission defaults, Karmada's labels and a changed
-// weight on the template survive.
-func (k *Kit) syncBackendGroup(ctx context.Context, d Door, name string, w Want, p Port) error {
+// SyncBackendGroup makes the BackendGroup name select g's pods on g's LoadBalancer. Only the
+// fields the front door owns are written: admission defaults, Karmada's labels and the
+// parameters it does not own survive. A BackendGroup of that name the front door did not
+// generate is refused (ReasonNameTaken) and left alone.
+func (k *Kit) SyncBackendGroup(ctx context.Context, d Door, name string, g Group) error {
 	bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: d.Object.GetNamespace(), Name: name}}
 	op, err := controllerutil.CreateOrUpdate(ctx, k.Client, bg, func() error {
 		if bg.CreationTimestamp.IsZero() {
-			bg.Spec.Parameters = map[string]string{"weight": DefaultWeight}
+			bg.Spec.Parameters = maps.Clone(g.InitialParameters)
+		} else if err := notOurs(d, bg); err != nil {
+			return err
 		}
-		setLabels(bg, d.labels())
-		setOwner(bg, d.ownerRef())
-		bg.Spec.LoadBalancers = []string{name}
+		for key, v := range g.Parameters {
+			if bg.Spec.Parameters == nil {
+				bg.Spec.Parameters = map[string]string{}
+			}
+			bg.Spec.Parameters[key] = v
+		}
+		setLabels(bg, d.Labels())
+		setOwner(bg, d.OwnerRef())
+		bg.Spec.LoadBalancers = []string{g.LoadBalancer}
 		bg.Spec.LBName = nil
 		bg.Spec.Service = nil
 		bg.Spec.Static = nil
-		bg.Spec.Pods = &lbcfv1beta1.PodBackend{
-			Ports:   []lbcfv1beta1.PortSelector{{Port: p.TargetPort, Protocol: string(p.Protocol)}},
-			ByLabel: &lbcfv1beta1.SelectPodByLabel{Selector: w.Selector},
-		}
+		bg.Spec.Pods = g.Pods.DeepCopy()
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("BackendGroup %s: %w", name, err)
 	}
 	if op == controllerutil.OperationResultCreated {
-		k.Recorder.Eventf(d.Object, bg, corev1.EventTypeNormal, "BackendGroupCreated", "Sync", "BackendGroup %s: pods %v on port %d/%s", name, w.Selector, p.TargetPort, p.Protocol)
+		k.event(d, bg, "BackendGroupCreated", "BackendGroup %s: %s", name, podsString(g.Pods))
 	}
 	return nil
 }
 
-// syncPolicy places the generated BackendGroups on the clusters.
-func (k *Kit) syncPolicy(ctx context.Context, d Door, groups []string, clusters []string) error {
-	pp := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: d.Object.GetNamespace(), Name: PolicyName(d.Kind, d.Object.GetName())}}
+func podsString(p lbcfv1beta1.PodBackend) string {
+	s := "pods"
+	if p.ByLabel != nil {
+		s += fmt.Sprintf(" %v", p.ByLabel.Selector)
+	}
+	for _, port := range p.Ports {
+		s += fmt.Sprintf(" on port %d/%s", port.Port, port.Protocol)
+	}
+	return s
+}
+
+// SyncPolicy keeps the PropagationPolicy name placing the generated BackendGroups groups on the
+// clusters. Only the selectors and the cluster names are the front door's: Karmada's admission
+// defaults the selectors' namespace (set here as it would, so that an unchanged policy is not
+// rewritten) and adds tolerations, which stay. A policy of that name the front door did not
+// generate is refused (ReasonNameTaken) and left alone.
+func (k *Kit) SyncPolicy(ctx context.Context, d Door, name string, groups []string, clusters []string) error {
+	pp := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: d.Object.GetNamespace(), Name: name}}
 	clusters = slices.Clone(clusters)
 	sort.Strings(clusters)
 	_, err := controllerutil.CreateOrUpdate(ctx, k.Client, pp, func() error {
-		setLabels(pp, d.labels())
-		setOwner(pp, d.ownerRef())
+		if !pp.CreationTimestamp.IsZero() {
+			if err := notOurs(d, pp); err != nil {
+				return err
+			}
+		}
+		setLabels(pp, d.Labels())
+		setOwner(pp, d.OwnerRef())
 		pp.Spec.ResourceSelectors = nil
 		for _, g := range groups {
-			// The namespace as Karmada's admission defaults it, so that an unchanged policy is not rewritten.
 			pp.Spec.ResourceSelectors = append(pp.Spec.ResourceSelectors, policyv1alpha1.ResourceSelector{
 				APIVersion: lbcfv1beta1.APIVersion, Kind: lbcfv1beta1.KindBackendGroup, Namespace: pp.Namespace, Name: g})
 		}
@@ -512,55 +614,62 @@ func (k *Kit) syncPolicy(ctx context.Context, d Door, groups []string, clusters 
 	return nil
 }
 
-// removeStale deletes this front door's LoadBalancers and BackendGroups not in keep (ports
-// removed). The PropagationPolicy only goes with Release.
-func (k *Kit) removeStale(ctx context.Context, d Door, keep []string) error {
-	sel := client.MatchingLabels(d.labels())
-	ns := client.InNamespace(d.Object.GetNamespace())
-	lbs := &lbcfv1beta1.LoadBalancerList{}
-	if err := k.Client.List(ctx, lbs, ns, sel); err != nil {
-		return fmt.Errorf("list generated LoadBalancers: %w", err)
+// Owned lists the objects of list's kind generated for the front door (its labels, then its
+// owner reference: objects without the labels are never looked at).
+func (k *Kit) Owned(ctx context.Context, d Door, list client.ObjectList) ([]client.Object, error) {
+	if err := k.Client.List(ctx, list, client.InNamespace(d.Object.GetNamespace()), client.MatchingLabels(d.Labels())); err != nil {
+		return nil, fmt.Errorf("list generated %T: %w", list, err)
 	}
-	bgs := &lbcfv1beta1.BackendGroupList{}
-	if err := k.Client.List(ctx, bgs, ns, sel); err != nil {
-		return fmt.Errorf("list generated BackendGroups: %w", err)
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
 	}
-	var objs []client.Object
-	for i := range lbs.Items {
-		objs = append(objs, &lbs.Items[i])
-	}
-	for i := range bgs.Items {
-		objs = append(objs, &bgs.Items[i])
-	}
-	for _, o := range objs {
-		if !d.owns(o) || slices.Contains(keep, o.GetName()) || o.GetDeletionTimestamp() != nil {
-			continue
+	var out []client.Object
+	for _, it := range items {
+		if o := it.(client.Object); d.Owns(o) {
+			out = append(out, o)
 		}
-		if err := k.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %s: %w", o.GetName(), err)
+	}
+	return out, nil
+}
+
+// Remove deletes the front door's generated objects of the lists' kinds that keep does not keep
+// (nil keeps none) and that are not being deleted already.
+func (k *Kit) Remove(ctx context.Context, d Door, keep func(client.Object) bool, lists ...client.ObjectList) error {
+	for _, list := range lists {
+		objs, err := k.Owned(ctx, d, list)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if (keep != nil && keep(o)) || o.GetDeletionTimestamp() != nil {
+				continue
+			}
+			if err := k.Client.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete %T %s: %w", o, o.GetName(), err)
+			}
+			ctrl.LoggerFrom(ctx).V(1).Info("deleted generated object", "kind", fmt.Sprintf("%T", o), "object", client.ObjectKeyFromObject(o))
 		}
 	}
 	return nil
+}
+
+// removeStale deletes this front door's LoadBalancers and BackendGroups not in keep (ports
+// removed). The PropagationPolicy only goes with Release.
+func (k *Kit) removeStale(ctx context.Context, d Door, keep []string) error {
+	return k.Remove(ctx, d, func(o client.Object) bool { return slices.Contains(keep, o.GetName()) },
+		&lbcfv1beta1.LoadBalancerList{}, &lbcfv1beta1.BackendGroupList{})
 }
 
 // Release deletes every object generated for the front door (it no longer asks for a load
 // balancer, or lost a conflict). LBCF's finalizers remove the device's objects once. It returns
 // whether anything was left to delete.
 func (k *Kit) Release(ctx context.Context, d Door) (bool, error) {
-	if err := k.removeStale(ctx, d, nil); err != nil {
+	if err := k.Remove(ctx, d, nil, &lbcfv1beta1.LoadBalancerList{}, &lbcfv1beta1.BackendGroupList{}, &policyv1alpha1.PropagationPolicyList{}); err != nil {
 		return false, err
 	}
-	pp := &policyv1alpha1.PropagationPolicy{}
-	err := k.Client.Get(ctx, client.ObjectKey{Namespace: d.Object.GetNamespace(), Name: PolicyName(d.Kind, d.Object.GetName())}, pp)
-	if err == nil && d.owns(pp) && pp.DeletionTimestamp == nil {
-		if err := k.Client.Delete(ctx, pp, client.Preconditions{UID: &pp.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("delete PropagationPolicy %s: %w", pp.Name, err)
-		}
-	} else if err != nil && !apierrors.IsNotFound(err) {
-		return false, fmt.Errorf("get PropagationPolicy: %w", err)
-	}
 	left := &lbcfv1beta1.LoadBalancerList{}
-	if err := k.Client.List(ctx, left, client.InNamespace(d.Object.GetNamespace()), client.MatchingLabels(d.labels())); err != nil {
+	if err := k.Client.List(ctx, left, client.InNamespace(d.Object.GetNamespace()), client.MatchingLabels(d.Labels())); err != nil {
 		return false, err
 	}
 	return len(left.Items) > 0, nil

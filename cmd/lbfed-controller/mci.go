@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lbfed/lbfed/frontdoor"
 	"github.com/lbfed/lbfed/frontdoor/mci"
 )
 
@@ -79,7 +80,7 @@ func (c *mciComponent) runnables(ctx context.Context, log logr.Logger) ([]runnab
 		LeaseDuration:                 &c.leaseDuration,
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
-		Cache:                         mci.CacheOptions(),
+		Cache:                         frontdoor.CacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -25,6 +25,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/lbfed/lbfed/elb/bfe"
 	"github.com/lbfed/lbfed/elb/bfe/fakebfe"
@@ -82,7 +83,7 @@ func TestRoutesThroughBFE(t *testing.T) {
 			Spec: networkingv1.IngressSpec{Rules: rules(path("/", networkingv1.PathTypePrefix, "canary"))}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "canary", Annotations: map[string]string{AnnotationRouterHeader: "X-Canary:yes"}},
 			Spec: networkingv1.IngressSpec{Rules: rules(path("/api", networkingv1.PathTypeExact, "canary"))}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "fallback"}, Spec: networkingv1.IngressSpec{DefaultBackend: ptrTo(backend("fallback"))}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "fallback"}, Spec: networkingv1.IngressSpec{DefaultBackend: ptr.To(backend("fallback"))}},
 		// Across members: web's pods in m2 get three times the traffic of those in m1.
 		{ObjectMeta: metav1.ObjectMeta{Name: "members", Annotations: map[string]string{AnnotationBalanceWeight: `{"web": {"web@m1": 1, "web@m2": 3}}`}},
 			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "members.example.test", IngressRuleValue: networkingv1.IngressRuleValue{

@@ -25,10 +25,13 @@
 //     ResourceBinding's spec.clusters ∪ spec.requiredBy. Karmada then gives each member's
 //     lbcf-controller the group, and the federation registers every member's pods on BFE, one
 //     sub-cluster per member.
-//   - Every generated object carries the labels lbfed.io/front-door=multiclusteringress and
-//     lbfed.io/front-door-owner=<name>, and a controller owner reference to the
+//   - Every generated object carries the labels of every front door (package frontdoor, which
+//     writes them): lbfed.io/front-door=multiclusteringress and lbfed.io/front-door-name=<name>
+//     (hashed when longer than a label value), and a controller owner reference to the
 //     MultiClusterIngress; names are <name>-<hash of what the object stands for>, so every
-//     reconcile yields the same names. Objects without the label are never touched.
+//     reconcile yields the same names. Objects without the labels are never touched. As for
+//     every front door, a PropagationPolicy is compared on what the front door owns (selectors,
+//     cluster names), so Karmada's admission defaults are not rewritten.
 //
 // # ingress-bfe annotations (seed 001)
 //

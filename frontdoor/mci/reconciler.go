@@ -15,22 +15,23 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	netutils "k8s.io/utils/net"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 // AnnotationConditions is written by lbfed on a MultiClusterIngress it claims: a JSON list of
@@ -71,36 +72,17 @@ type Options struct {
 
 // AddToScheme adds the kinds the front door reads and writes.
 func AddToScheme(s *runtime.Scheme) error {
-	for _, add := range []func(*runtime.Scheme) error{networkingv1alpha1.Install, policyv1alpha1.Install, workv1alpha2.Install, lbcfv1beta1.AddToScheme} {
-		if err := add(s); err != nil {
-			return err
-		}
+	if err := frontdoor.AddToScheme(s); err != nil {
+		return err
 	}
-	return nil
-}
-
-// CacheOptions keep only what the front door reads of ResourceBindings (every resource on
-// Karmada has one): the resource and its placement.
-func CacheOptions() cache.Options {
-	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{&workv1alpha2.ResourceBinding{}: {Transform: func(o any) (any, error) {
-			rb, ok := o.(*workv1alpha2.ResourceBinding)
-			if !ok {
-				return o, nil
-			}
-			rb.ManagedFields, rb.Annotations = nil, nil
-			rb.Spec = workv1alpha2.ResourceBindingSpec{Resource: rb.Spec.Resource, Clusters: rb.Spec.Clusters, RequiredBy: rb.Spec.RequiredBy}
-			rb.Status = workv1alpha2.ResourceBindingStatus{}
-			return rb, nil
-		}}},
-	}
+	return lbcfv1beta1.AddToScheme(s)
 }
 
 // Reconciler translates claimed MultiClusterIngresses into LBCF objects.
 type Reconciler struct {
 	Client client.Client
 	Opts   Options
+	kit    *frontdoor.Kit
 }
 
 // Setup registers the reconciler with the manager.
@@ -114,7 +96,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = 5 * time.Second
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Opts: opts}
+	r := &Reconciler{Client: mgr.GetClient(), Opts: opts, kit: &frontdoor.Kit{Client: mgr.GetClient(), Recorder: opts.Recorder, Driver: opts.Driver}}
 	c := mgr.GetClient()
 	// Everything a namespace's MultiClusterIngresses read (Services, their bindings) requeues them
 	// all: there are few per namespace.
@@ -128,16 +110,16 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	})
 	createOrDelete := predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }}
 	serviceBindings := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		rb, ok := o.(*workv1alpha2.ResourceBinding)
-		return ok && rb.Spec.Resource.APIVersion == "v1" && rb.Spec.Resource.Kind == "Service"
+		_, ok := frontdoor.ServiceOfBinding(o)
+		return ok
 	})
 	err := ctrl.NewControllerManagedBy(mgr).Named("multiclusteringress").
 		For(&networkingv1alpha1.MultiClusterIngress{}).
 		Owns(&lbcfv1beta1.LoadBalancer{}).
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
-		Watches(&corev1.Service{}, namespaceMCIs).
-		Watches(&workv1alpha2.ResourceBinding{}, namespaceMCIs, builder.WithPredicates(serviceBindings)).
+		Watches(&corev1.Service{}, namespaceMCIs, builder.WithPredicates(controller.ServiceChanged())).
+		Watches(&workv1alpha2.ResourceBinding{}, namespaceMCIs, builder.WithPredicates(serviceBindings, frontdoor.PlacementUpdates())).
 		Watches(&lbcfv1beta1.LoadBalancer{}, allMCIs, builder.WithPredicates(createOrDelete)).
 		Watches(&networkingv1alpha1.MultiClusterIngress{}, allMCIs, builder.WithPredicates(predicate.Or(createOrDelete, predicate.GenerationChangedPredicate{}))).
 		Complete(r)
@@ -175,7 +157,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			// Owner references let the garbage collector remove the objects too; this is quicker
 			// and works where no collector runs.
-			return reconcile.Result{}, r.deleteOwned(ctx, req.Namespace, req.Name, "", nil)
+			gone := &networkingv1alpha1.MultiClusterIngress{ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name}}
+			return reconcile.Result{}, r.deleteOwned(ctx, door(gone), nil)
 		}
 		return reconcile.Result{}, err
 	}
@@ -231,39 +214,12 @@ func (r *Reconciler) inputs(ctx context.Context, mci *networkingv1alpha1.MultiCl
 	for i := range svcs.Items {
 		in.services[svcs.Items[i].Name] = &svcs.Items[i]
 	}
-	var rbs workv1alpha2.ResourceBindingList
-	if err := r.Client.List(ctx, &rbs, client.InNamespace(mci.Namespace)); err != nil {
-		return in, fmt.Errorf("list resource bindings: %w", err)
+	placements, err := frontdoor.ServicePlacements(ctx, r.Client, mci.Namespace)
+	if err != nil {
+		return in, err
 	}
-	for _, rb := range rbs.Items {
-		res := rb.Spec.Resource
-		if res.APIVersion != "v1" || res.Kind != "Service" {
-			continue
-		}
-		var clusters []string
-		for _, c := range rb.Spec.Clusters {
-			clusters = append(clusters, c.Name)
-		}
-		var required [][]string
-		for _, s := range rb.Spec.RequiredBy {
-			var cs []string
-			for _, c := range s.Clusters {
-				cs = append(cs, c.Name)
-			}
-			required = append(required, cs)
-		}
-		in.placements[res.Name] = placementOf(append(in.placements[res.Name], clusters...), required)
-	}
+	in.placements = placements
 	return in, nil
-}
-
-// driverKey identifies a LoadBalancer's driver: "lbcf-*" drivers are cluster-wide, others belong
-// to the LoadBalancer's namespace.
-func driverKey(namespace, driver string) string {
-	if strings.HasPrefix(driver, "lbcf-") {
-		return driver
-	}
-	return namespace + "/" + driver
 }
 
 // conflicts adds a Conflict problem for each route that another claim holds: a LoadBalancer of
@@ -277,23 +233,24 @@ func driverKey(namespace, driver string) string {
 // Creation timestamps have a one-second resolution: between claims of the same second, names
 // decide.
 func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, t *translation) (held, lost map[Route]bool, err error) {
-	ours := driverKey(mci.Namespace, r.Opts.Driver)
+	ours := frontdoor.DriverKey(mci.Namespace, r.Opts.Driver)
 	var lbs lbcfv1beta1.LoadBalancerList
-	if err := r.Client.List(ctx, &lbs); err != nil {
+	// Read only: no copies of every LoadBalancer of the federation.
+	if err := r.Client.List(ctx, &lbs, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, fmt.Errorf("list loadbalancers: %w", err)
 	}
 	holders := map[Route]map[types.UID]bool{} // route → MultiClusterIngresses whose LoadBalancer serves it
 	var foreign []*lbcfv1beta1.LoadBalancer
 	for i := range lbs.Items {
 		lb := &lbs.Items[i]
-		if driverKey(lb.Namespace, lb.Spec.LBDriver) != ours {
+		if frontdoor.DriverKey(lb.Namespace, lb.Spec.LBDriver) != ours {
 			continue
 		}
 		route := routeOfLBSpec(lb.Spec.LBSpec)
 		if _, wanted := t.routes[route]; !wanted {
 			continue
 		}
-		if lb.Labels[LabelFrontDoor] != FrontDoor {
+		if lb.Labels[frontdoor.LabelFrontDoor] != Kind {
 			foreign = append(foreign, lb)
 			continue
 		}
@@ -343,7 +300,7 @@ func (r *Reconciler) conflicts(ctx context.Context, mci *networkingv1alpha1.Mult
 		route := routeOfLBSpec(lb.Spec.LBSpec)
 		if !holders[route][mci.UID] {
 			t.problems = append(t.problems, Problem{Reason: ReasonConflict,
-				Message: fmt.Sprintf("route %s is already served by LoadBalancer %s/%s", route, lb.Namespace, lb.Name)})
+				Message: fmt.Sprintf("route %s is already served by %s", route, frontdoor.Holder(lb))})
 		}
 	}
 	held = map[Route]bool{}
@@ -367,8 +324,9 @@ func (r *Reconciler) releaseRoutes(ctx context.Context, mci *networkingv1alpha1.
 	if len(routes) == 0 {
 		return nil
 	}
+	d := door(mci)
 	keep := map[string]bool{}
-	lbs, err := r.owned(ctx, &lbcfv1beta1.LoadBalancerList{}, mci.Namespace, mci.Name, mci.UID)
+	lbs, err := r.kit.Owned(ctx, d, &lbcfv1beta1.LoadBalancerList{})
 	if err != nil {
 		return err
 	}
@@ -380,7 +338,7 @@ func (r *Reconciler) releaseRoutes(ctx context.Context, mci *networkingv1alpha1.
 			keep[objectKey(o)] = true
 		}
 	}
-	bgs, err := r.owned(ctx, &lbcfv1beta1.BackendGroupList{}, mci.Namespace, mci.Name, mci.UID)
+	bgs, err := r.kit.Owned(ctx, d, &lbcfv1beta1.BackendGroupList{})
 	if err != nil {
 		return err
 	}
@@ -391,65 +349,19 @@ func (r *Reconciler) releaseRoutes(ctx context.Context, mci *networkingv1alpha1.
 			keep[objectKey(&policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: bg.Name}})] = true
 		}
 	}
-	return r.deleteOwned(ctx, mci.Namespace, mci.Name, mci.UID, keep)
+	return r.deleteOwned(ctx, d, keep)
 }
 
-func ownedBy(o metav1.Object, uid types.UID) bool {
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.UID == uid && ref.Kind == networkingv1alpha1.ResourceKindMultiClusterIngress {
-			return true
-		}
-	}
-	return false
-}
-
-// generated are the front door's object kinds, in creation order.
-func generatedLists() []client.ObjectList {
-	return []client.ObjectList{&lbcfv1beta1.LoadBalancerList{}, &lbcfv1beta1.BackendGroupList{}, &policyv1alpha1.PropagationPolicyList{}}
-}
-
-// owned lists the objects of one kind generated for a MultiClusterIngress (by name; with uid,
-// only that incarnation's): only objects carrying the front door's labels are ever looked at.
-func (r *Reconciler) owned(ctx context.Context, list client.ObjectList, namespace, name string, uid types.UID) ([]client.Object, error) {
-	if err := r.Client.List(ctx, list, client.InNamespace(namespace),
-		client.MatchingLabels{LabelFrontDoor: FrontDoor, LabelOwner: ownerLabel(name)}); err != nil {
-		return nil, err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	var out []client.Object
-	for _, it := range items {
-		o := it.(client.Object)
-		for _, ref := range o.GetOwnerReferences() {
-			if ref.Kind == networkingv1alpha1.ResourceKindMultiClusterIngress && ref.Name == name && (uid == "" || ref.UID == uid) {
-				out = append(out, o)
-				break
-			}
-		}
-	}
-	return out, nil
+// door is the kit's view of a MultiClusterIngress; without a UID (one already gone) it owns what
+// any MultiClusterIngress of its name generated.
+func door(mci *networkingv1alpha1.MultiClusterIngress) frontdoor.Door {
+	return frontdoor.Door{Kind: Kind, GVK: schema.GroupVersionKind{Group: networkingv1alpha1.GroupName, Version: networkingv1alpha1.GroupVersion.Version, Kind: networkingv1alpha1.ResourceKindMultiClusterIngress}, Object: mci}
 }
 
 // deleteOwned deletes the generated objects of a MultiClusterIngress except those in keep.
-func (r *Reconciler) deleteOwned(ctx context.Context, namespace, name string, uid types.UID, keep map[string]bool) error {
-	for _, list := range generatedLists() {
-		objs, err := r.owned(ctx, list, namespace, name, uid)
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			if keep[objectKey(o)] || o.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("delete %s: %w", objectKey(o), err)
-			}
-			ctrl.LoggerFrom(ctx).Info("deleted generated object", "object", objectKey(o))
-		}
-	}
-	return nil
+func (r *Reconciler) deleteOwned(ctx context.Context, d frontdoor.Door, keep map[string]bool) error {
+	return r.kit.Remove(ctx, d, func(o client.Object) bool { return keep[objectKey(o)] },
+		&lbcfv1beta1.LoadBalancerList{}, &lbcfv1beta1.BackendGroupList{}, &policyv1alpha1.PropagationPolicyList{})
 }
 
 func objectKey(o client.Object) string {
@@ -458,7 +370,7 @@ func objectKey(o client.Object) string {
 
 // release undoes a claim: the class no longer selects lbfed.
 func (r *Reconciler) release(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress) error {
-	if err := r.deleteOwned(ctx, mci.Namespace, mci.Name, mci.UID, nil); err != nil {
+	if err := r.deleteOwned(ctx, door(mci), nil); err != nil {
 		return err
 	}
 	if _, ok := mci.Annotations[AnnotationConditions]; ok {
@@ -471,18 +383,23 @@ func (r *Reconciler) release(ctx context.Context, mci *networkingv1alpha1.MultiC
 }
 
 // apply creates or updates the desired objects (except the LoadBalancers of held routes and
-// what hangs on them) and deletes the generated objects no longer desired.
+// what hangs on them) through the kit and deletes the generated objects no longer desired.
+// Objects of a needed name that the front door did not generate are left alone (an error).
 func (r *Reconciler) apply(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, t *translation, held map[Route]bool) error {
+	d := door(mci)
 	skipLB := map[string]bool{}
 	for route := range held {
 		skipLB[t.routes[route]] = true
 	}
 	keep := map[string]bool{}
-	var desired []client.Object
 	for _, lb := range t.lbs {
-		if !skipLB[lb.Name] {
-			desired = append(desired, lb)
+		if skipLB[lb.Name] {
+			continue
 		}
+		if _, err := r.kit.SyncLoadBalancer(ctx, d, lb.Name, lb.Spec.LBSpec, "route "+routeOfLBSpec(lb.Spec.LBSpec).String()); err != nil {
+			return err
+		}
+		keep[objectKey(lb)] = true
 	}
 	skipBG := map[string]bool{}
 	for _, bg := range t.bgs {
@@ -490,109 +407,31 @@ func (r *Reconciler) apply(ctx context.Context, mci *networkingv1alpha1.MultiClu
 			skipBG[bg.Name] = true
 			continue
 		}
-		desired = append(desired, bg)
-	}
-	for _, pp := range t.pps {
-		if !skipBG[pp.Name] {
-			desired = append(desired, pp)
-		}
-	}
-	for _, o := range desired {
-		if err := r.ensure(ctx, mci, o); err != nil {
+		g := frontdoor.Group{LoadBalancer: bg.Spec.LoadBalancers[0], Pods: *bg.Spec.Pods, Parameters: bg.Spec.Parameters}
+		if err := r.kit.SyncBackendGroup(ctx, d, bg.Name, g); err != nil {
 			return err
 		}
-		keep[objectKey(o)] = true
+		keep[objectKey(bg)] = true
 	}
-	return r.deleteOwned(ctx, mci.Namespace, mci.Name, mci.UID, keep)
-}
-
-// ensure creates o, or updates the existing object of its name when it is ours. A same-named
-// object without our labels is never touched.
-func (r *Reconciler) ensure(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress, want client.Object) error {
-	cur := want.DeepCopyObject().(client.Object)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), cur)
-	if apierrors.IsNotFound(err) {
-		if err := r.Client.Create(ctx, want); err != nil {
-			return fmt.Errorf("create %s: %w", objectKey(want), err)
+	for _, pp := range t.pps {
+		if skipBG[pp.Name] {
+			continue
 		}
-		ctrl.LoggerFrom(ctx).Info("created generated object", "object", objectKey(want))
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if cur.GetLabels()[LabelFrontDoor] != FrontDoor || !ownedBy(cur, mci.UID) {
-		return fmt.Errorf("%s exists and was not generated for this MultiClusterIngress: left alone", objectKey(want))
-	}
-	if cur.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("%s is being deleted; retrying", objectKey(want))
-	}
-	switch w := want.(type) {
-	case *lbcfv1beta1.LoadBalancer:
-		c := cur.(*lbcfv1beta1.LoadBalancer)
-		if c.Spec.LBDriver != w.Spec.LBDriver || !equality.Semantic.DeepEqual(c.Spec.LBSpec, w.Spec.LBSpec) {
-			// lbSpec and the driver are immutable: replace the LoadBalancer.
-			if err := r.Client.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
-				return err
-			}
-			return fmt.Errorf("%s replaced (driver changed); retrying", objectKey(want))
+		var groups []string
+		for _, sel := range pp.Spec.ResourceSelectors {
+			groups = append(groups, sel.Name)
 		}
-		return nil
-	case *lbcfv1beta1.BackendGroup:
-		c := cur.(*lbcfv1beta1.BackendGroup)
-		if equality.Semantic.DeepEqual(c.Spec.LoadBalancers, w.Spec.LoadBalancers) && equality.Semantic.DeepEqual(c.Spec.Pods, w.Spec.Pods) &&
-			equality.Semantic.DeepEqual(c.Spec.Parameters, w.Spec.Parameters) {
-			return nil
+		if err := r.kit.SyncPolicy(ctx, d, pp.Name, groups, pp.Spec.Placement.ClusterAffinity.ClusterNames); err != nil {
+			return err
 		}
-		c.Spec.LoadBalancers, c.Spec.Pods, c.Spec.Parameters = w.Spec.LoadBalancers, w.Spec.Pods, w.Spec.Parameters
-		return r.update(ctx, c)
-	case *policyv1alpha1.PropagationPolicy:
-		// Only the selectors and the cluster names are ours: Karmada's admission fills in the
-		// selectors' namespace, tolerations and other defaults, which are no difference to undo.
-		c := cur.(*policyv1alpha1.PropagationPolicy)
-		if sameSelectors(c.Spec.ResourceSelectors, w.Spec.ResourceSelectors, c.Namespace) && sameClusters(c.Spec.Placement, w.Spec.Placement) {
-			return nil
-		}
-		c.Spec.ResourceSelectors, c.Spec.Placement.ClusterAffinity = w.Spec.ResourceSelectors, w.Spec.Placement.ClusterAffinity
-		return r.update(ctx, c)
+		keep[objectKey(pp)] = true
 	}
-	return nil
-}
-
-func sameSelectors(cur, want []policyv1alpha1.ResourceSelector, namespace string) bool {
-	if len(cur) != len(want) {
-		return false
-	}
-	for i := range cur {
-		c, w := cur[i], want[i]
-		if c.Namespace == namespace {
-			c.Namespace = ""
-		}
-		if !equality.Semantic.DeepEqual(c, w) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameClusters(cur, want policyv1alpha1.Placement) bool {
-	if cur.ClusterAffinity == nil || want.ClusterAffinity == nil {
-		return cur.ClusterAffinity == want.ClusterAffinity
-	}
-	return equality.Semantic.DeepEqual(cur.ClusterAffinity, want.ClusterAffinity)
-}
-
-func (r *Reconciler) update(ctx context.Context, o client.Object) error {
-	if err := r.Client.Update(ctx, o); err != nil {
-		return fmt.Errorf("update %s: %w", objectKey(o), err)
-	}
-	ctrl.LoggerFrom(ctx).Info("updated generated object", "object", objectKey(o))
-	return nil
+	return r.deleteOwned(ctx, d, keep)
 }
 
 // createdLoadBalancers counts the generated LoadBalancers and those the driver created.
 func (r *Reconciler) createdLoadBalancers(ctx context.Context, mci *networkingv1alpha1.MultiClusterIngress) (created, total int, err error) {
-	objs, err := r.owned(ctx, &lbcfv1beta1.LoadBalancerList{}, mci.Namespace, mci.Name, mci.UID)
+	objs, err := r.kit.Owned(ctx, door(mci), &lbcfv1beta1.LoadBalancerList{})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/frontdoor"
 	"github.com/lbfed/lbfed/frontdoor/mci"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -106,7 +107,7 @@ func newEnv(t *testing.T) *env {
 	e.ns = e.namespace()
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: mci.CacheOptions()})
+		Controller: config.Controller{SkipNameValidation: &skip}, Cache: frontdoor.CacheOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	_, err = mci.Setup(mgr, mci.Options{Driver: driver, Address: address, Recorder: mgr.GetEventRecorder("lbfed-mci-test"), RetryAfter: 200 * time.Millisecond})
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -197,7 +198,7 @@ type generated struct {
 }
 
 func (e *env) generated(ns, name string) generated {
-	sel := client.MatchingLabels{mci.LabelFrontDoor: mci.FrontDoor, mci.LabelOwner: name}
+	sel := client.MatchingLabels{frontdoor.LabelFrontDoor: mci.Kind, frontdoor.LabelFrontDoorName: name}
 	var lbs lbcfv1beta1.LoadBalancerList
 	var bgs lbcfv1beta1.BackendGroupList
 	var pps policyv1alpha1.PropagationPolicyList
@@ -297,7 +298,7 @@ func TestGeneratedObjects(t *testing.T) {
 	foreignLB := &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Name: "user-lb", Namespace: ns},
 		Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: driver, LBSpec: map[string]string{"host": "user." + host}}}
 	foreignBG := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: "user-bg", Namespace: ns,
-		Labels: map[string]string{mci.LabelFrontDoor: mci.FrontDoor, mci.LabelOwner: "shop"}},
+		Labels: map[string]string{frontdoor.LabelFrontDoor: mci.Kind, frontdoor.LabelFrontDoorName: "shop"}},
 		Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"user-lb"}, Pods: &lbcfv1beta1.PodBackend{
 			ByLabel: &lbcfv1beta1.SelectPodByLabel{Selector: map[string]string{"app": "web"}}, Ports: []lbcfv1beta1.PortSelector{{Port: 8080}}}}}
 	g.Expect(e.c.Create(e.ctx, foreignLB)).To(Succeed())

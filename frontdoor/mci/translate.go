@@ -1,30 +1,24 @@
 package mci
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"sort"
 	"strings"
 
 	networkingv1alpha1 "github.com/karmada-io/karmada/pkg/apis/networking/v1alpha1"
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
 // Labels and lbSpec/parameter keys of the generated objects.
 const (
-	// LabelFrontDoor names the front door that generated an object; objects without it are never
+	// Kind is the front door's frontdoor.LabelFrontDoor value; frontdoor.LabelFrontDoorName is the
+	// MultiClusterIngress's name (frontdoor.NameLabel). Objects without these labels are never
 	// touched.
-	LabelFrontDoor = "lbfed.io/front-door"
-	// FrontDoor is LabelFrontDoor's value for MultiClusterIngress objects.
-	FrontDoor = "multiclusteringress"
-	// LabelOwner is the owning MultiClusterIngress's name (hashed when longer than a label value).
-	LabelOwner = "lbfed.io/front-door-owner"
+	Kind = "multiclusteringress"
 
 	// The BFE driver's lbSpec keys (package elb/bfe, kept here so the control plane does not
 	// depend on the driver's code).
@@ -274,6 +268,7 @@ func mapPath(p string, t *networkingv1.PathType) (string, error) {
 // inputs with deterministic names, so every reconcile yields the same objects.
 func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translation {
 	t := &translation{routes: map[Route]string{}}
+	d := door(mci)
 	ann, problems := parseAnnotations(mci.Annotations)
 	t.problems = append(t.problems, problems...)
 	rbs, problems := readRules(mci, ann)
@@ -290,9 +285,9 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 			t.problems = append(t.problems, Problem{Reason: ReasonInvalidBackend, Message: fmt.Sprintf("%s: no backend service", rb.where)})
 			continue
 		}
-		lbName := objectName(mci.Name, "lb", rb.route.Host, rb.route.Path, rb.route.Cookie, rb.route.Header)
+		lbName := frontdoor.HashName(mci.Name, "lb", rb.route.Host, rb.route.Path, rb.route.Cookie, rb.route.Header)
 		lb := &lbcfv1beta1.LoadBalancer{
-			ObjectMeta: generatedMeta(mci, lbName),
+			ObjectMeta: d.Meta(lbName),
 			Spec:       lbcfv1beta1.LoadBalancerSpec{LBDriver: in.driver, LBSpec: rb.route.lbSpec()},
 		}
 		t.routes[rb.route] = lbName
@@ -327,9 +322,9 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 			// Whether the Service is a balance.weight subset is part of the name: the BFE driver keys
 			// backends by subset, so switching replaces the group (its backends are deregistered
 			// under their old key) instead of changing its parameters.
-			bgName := objectName(mci.Name, "bg", lbName, key, fmt.Sprint(w > 0))
+			bgName := frontdoor.HashName(mci.Name, "bg", lbName, key, fmt.Sprint(w > 0))
 			bg := &lbcfv1beta1.BackendGroup{
-				ObjectMeta: generatedMeta(mci, bgName),
+				ObjectMeta: d.Meta(bgName),
 				Spec: lbcfv1beta1.BackendGroupSpec{
 					LoadBalancers: []string{lbName},
 					Pods: &lbcfv1beta1.PodBackend{
@@ -359,7 +354,7 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 				continue
 			}
 			t.pps = append(t.pps, &policyv1alpha1.PropagationPolicy{
-				ObjectMeta: generatedMeta(mci, bgName),
+				ObjectMeta: d.Meta(bgName),
 				Spec: policyv1alpha1.PropagationSpec{
 					ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: bgName}},
 					Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}},
@@ -423,55 +418,4 @@ func portName(p networkingv1.ServiceBackendPort) string {
 		return fmt.Sprintf("%q", p.Name)
 	}
 	return fmt.Sprint(p.Number)
-}
-
-// objectName is a deterministic name for a generated object: the MultiClusterIngress's name
-// (shortened) and a hash of what identifies the object.
-func objectName(mci string, parts ...string) string {
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	if len(mci) > 40 {
-		mci = strings.TrimRight(mci[:40], "-.")
-	}
-	return mci + "-" + hex.EncodeToString(sum[:5])
-}
-
-// ownerLabel is LabelOwner's value for a MultiClusterIngress name.
-func ownerLabel(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return "h-" + hex.EncodeToString(sum[:10])
-}
-
-func generatedMeta(mci *networkingv1alpha1.MultiClusterIngress, name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{
-		Name: name, Namespace: mci.Namespace,
-		Labels: map[string]string{LabelFrontDoor: FrontDoor, LabelOwner: ownerLabel(mci.Name)},
-		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: networkingv1alpha1.GroupVersion.String(), Kind: networkingv1alpha1.ResourceKindMultiClusterIngress,
-			Name: mci.Name, UID: mci.UID, Controller: ptrTo(true),
-		}},
-	}
-}
-
-func ptrTo[T any](v T) *T { return &v }
-
-// placementOf is a Service's member clusters from its binding: spec.clusters ∪ spec.requiredBy.
-func placementOf(clusters []string, requiredBy [][]string) []string {
-	set := map[string]bool{}
-	for _, c := range clusters {
-		set[c] = true
-	}
-	for _, cs := range requiredBy {
-		for _, c := range cs {
-			set[c] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for c := range set {
-		out = append(out, c)
-	}
-	sort.Strings(out)
-	return out
 }

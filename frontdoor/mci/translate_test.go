@@ -9,6 +9,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/lbfed/lbfed/frontdoor"
 )
 
 func pathType(t networkingv1.PathType) *networkingv1.PathType { return &t }
@@ -166,7 +169,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name: "no host, wildcard host and the default backend",
-			spec: networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("web", 80)), Rules: []networkingv1.IngressRule{
+			spec: networkingv1.IngressSpec{DefaultBackend: ptr.To(svcBackend("web", 80)), Rules: []networkingv1.IngressRule{
 				{IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{
 					{Path: "/api", PathType: pathType(networkingv1.PathTypePrefix), Backend: svcBackend("api", 80)}}}}},
 				{Host: "*.example.test", IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{
@@ -180,7 +183,7 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name: "a rule for any host and path takes the default backend's route",
-			spec: networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("api", 80)), Rules: []networkingv1.IngressRule{
+			spec: networkingv1.IngressSpec{DefaultBackend: ptr.To(svcBackend("api", 80)), Rules: []networkingv1.IngressRule{
 				{IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{
 					{Path: "/", PathType: pathType(networkingv1.PathTypePrefix), Backend: svcBackend("web", 80)}}}}}}},
 			want: []wantBG{{lbSpec: map[string]string{"host": "*", "path": "/*"}, selector: map[string]string{"app": "web"}, port: 8080, clusters: []string{"m1", "m2"}}},
@@ -200,13 +203,13 @@ func TestTranslate(t *testing.T) {
 		},
 		{
 			name:     "a Service not yet propagated gets a group but no policy",
-			spec:     networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("lonely", 80))},
+			spec:     networkingv1.IngressSpec{DefaultBackend: ptr.To(svcBackend("lonely", 80))},
 			want:     []wantBG{{lbSpec: map[string]string{"host": "*", "path": "/*"}, selector: map[string]string{"app": "lonely"}, port: 80}},
 			problems: []string{ReasonServiceNotPropagated},
 		},
 		{
 			name:     "a missing Service is waited for",
-			spec:     networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("nope", 80))},
+			spec:     networkingv1.IngressSpec{DefaultBackend: ptr.To(svcBackend("nope", 80))},
 			problems: []string{ReasonServiceNotFound},
 		},
 		{
@@ -229,7 +232,7 @@ func TestTranslate(t *testing.T) {
 		{
 			name:     "balance.weight for a backend no path uses",
 			ann:      map[string]string{AnnotationBalanceWeight: `{"other": {"web": 1}}`},
-			spec:     networkingv1.IngressSpec{DefaultBackend: ptrTo(svcBackend("web", 80))},
+			spec:     networkingv1.IngressSpec{DefaultBackend: ptr.To(svcBackend("web", 80))},
 			want:     []wantBG{{lbSpec: map[string]string{"host": "*", "path": "/*"}, selector: map[string]string{"app": "web"}, port: 8080, clusters: []string{"m1", "m2"}}},
 			problems: []string{ReasonInvalidAnnotation},
 		},
@@ -250,7 +253,7 @@ func TestTranslate(t *testing.T) {
 			lbs := map[string]map[string]string{}
 			for _, lb := range tr.lbs {
 				g.Expect(lb.Spec.LBDriver).To(Equal("lbcf-bfe"))
-				g.Expect(lb.Labels).To(Equal(map[string]string{LabelFrontDoor: FrontDoor, LabelOwner: "shop"}))
+				g.Expect(lb.Labels).To(Equal(map[string]string{frontdoor.LabelFrontDoor: Kind, frontdoor.LabelFrontDoorName: "shop"}))
 				g.Expect(lb.OwnerReferences).To(HaveLen(1))
 				g.Expect(lb.OwnerReferences[0].UID).To(BeEquivalentTo("u1"))
 				lbs[lb.Name] = lb.Spec.LBSpec

@@ -16,11 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 // Kind is the front door's label value and name prefix of its generated objects.
@@ -73,23 +72,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		// Its own LoadBalancers (status: Created), and any other one: a conflict may be resolved.
-		Watches(&lbcfv1beta1.LoadBalancer{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				owner.Create(ctx, e, q)
-				r.enqueueRefused(ctx, q)
-			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				owner.Update(ctx, e, q)
-			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				owner.Delete(ctx, e, q)
-				r.enqueueRefused(ctx, q)
-			},
-		}).
-		Watches(&corev1.Service{}, sameName, builder.WithPredicates(frontdoor.ServiceChanged())).
-		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return frontdoor.PlacementChanged(e.ObjectOld, e.ObjectNew) },
-		})).
+		Watches(&lbcfv1beta1.LoadBalancer{}, frontdoor.LoadBalancerEvents(owner, r.enqueueRefused)).
+		Watches(&corev1.Service{}, sameName, builder.WithPredicates(controller.ServiceChanged())).
+		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(frontdoor.PlacementUpdates())).
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("frontdoor-mcs controller: %w", err)
@@ -99,7 +84,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 
 // enqueueRefused re-examines the front doors refused for a conflict or a taken name: a
 // LoadBalancer that appeared or went may settle it.
-func (r *Reconciler) enqueueRefused(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) enqueueRefused(ctx context.Context, q frontdoor.Queue) {
 	list := &networkingv1alpha1.MultiClusterServiceList{}
 	// Read only: no copies (every LoadBalancer event of the initial list comes here).
 	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
@@ -107,7 +92,7 @@ func (r *Reconciler) enqueueRefused(ctx context.Context, q workqueue.TypedRateLi
 	}
 	for i := range list.Items {
 		c := meta.FindStatusCondition(list.Items[i].Status.Conditions, frontdoor.ConditionLoadBalancer)
-		if c != nil && (c.Reason == frontdoor.ReasonConflict || c.Reason == frontdoor.ReasonNameTaken || c.Reason == frontdoor.ReasonPending) {
+		if c != nil && frontdoor.WaitsForLoadBalancers(c.Reason) {
 			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
@@ -150,22 +135,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	out, vip, skipped, err := r.sync(ctx, d, m)
 	cond := frontdoor.Condition(m.Generation, out, skipped, err)
 	ingress := m.Status.LoadBalancer.Ingress
-	rf, refused := frontdoor.AsRefusal(err)
-	switch {
-	case refused && rf.Reason == frontdoor.ReasonConflict:
-		// What it served before stays; a LoadBalancer that lost a race is gone.
-		serving, serr := r.kit.Serving(ctx, d)
-		if serr != nil {
-			return reconcile.Result{}, serr
-		}
-		if !serving {
-			ingress = nil
-		}
-	case err != nil:
-		// Refused as written, or failed: the device keeps serving what it serves; say so.
-	case out.Serving:
+	_, refused := frontdoor.AsRefusal(err)
+	switch shown, serr := r.kit.VIPShown(ctx, d, out, err); {
+	case serr != nil:
+		return reconcile.Result{}, serr
+	case shown == frontdoor.Show:
 		ingress = []corev1.LoadBalancerIngress{{IP: vip}}
-	default:
+	case shown == frontdoor.Hide:
 		ingress = nil
 	}
 	if werr := r.writeStatus(ctx, m, &cond, ingress); werr != nil {

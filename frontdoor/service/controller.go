@@ -14,12 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -28,6 +26,7 @@ import (
 	"github.com/lbfed/lbfed/elb/servicelb"
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 const (
@@ -95,25 +94,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Service{}, handler.OnlyControllerOwner())
 	err := ctrl.NewControllerManagedBy(mgr).Named("frontdoor-service").
-		For(&corev1.Service{}, builder.WithPredicates(frontdoor.ServiceChanged())).
+		For(&corev1.Service{}, builder.WithPredicates(controller.ServiceChanged())).
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
-		Watches(&lbcfv1beta1.LoadBalancer{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				owner.Create(ctx, e, q)
-				r.enqueueRefused(q)
-			},
-			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				owner.Update(ctx, e, q)
-			},
-			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-				owner.Delete(ctx, e, q)
-				r.enqueueRefused(q)
-			},
-		}).
-		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return frontdoor.PlacementChanged(e.ObjectOld, e.ObjectNew) },
-		})).
+		Watches(&lbcfv1beta1.LoadBalancer{}, frontdoor.LoadBalancerEvents(owner, r.enqueueRefused)).
+		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(frontdoor.PlacementUpdates())).
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("frontdoor-service controller: %w", err)
@@ -122,11 +107,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 }
 
 // enqueueRefused re-examines the Services refused for a conflict or a taken name.
-func (r *Reconciler) enqueueRefused(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (r *Reconciler) enqueueRefused(_ context.Context, q frontdoor.Queue) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for key, last := range r.reported {
-		if last.reason == frontdoor.ReasonConflict || last.reason == frontdoor.ReasonNameTaken || last.reason == frontdoor.ReasonPending {
+		if frontdoor.WaitsForLoadBalancers(last.reason) {
 			q.Add(reconcile.Request{NamespacedName: key})
 		}
 	}
@@ -162,22 +147,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	vip, out, skipped, err := r.sync(ctx, d, svc)
 	cond := frontdoor.Condition(svc.Generation, out, skipped, err)
 	r.report(svc, cond.Reason, cond.Status != "True" || cond.Reason == frontdoor.ReasonPortsSkipped, cond.Message)
-	rf, refused := frontdoor.AsRefusal(err)
-	switch {
-	case refused && rf.Reason == frontdoor.ReasonConflict:
-		// What it served before stays; a LoadBalancer that lost a race is gone.
-		serving, serr := r.kit.Serving(ctx, d)
-		if serr != nil {
-			return reconcile.Result{}, serr
-		}
-		if !serving {
-			err = r.setIngress(ctx, svc, "")
-		}
-	case err != nil:
-		// Refused as written, or failed: the members keep showing what the device serves.
-	case out.Serving:
+	_, refused := frontdoor.AsRefusal(err)
+	switch shown, serr := r.kit.VIPShown(ctx, d, out, err); {
+	case serr != nil:
+		return reconcile.Result{}, serr
+	case shown == frontdoor.Show:
 		err = r.setIngress(ctx, svc, vip)
-	default:
+	case shown == frontdoor.Hide:
 		err = r.setIngress(ctx, svc, "")
 	}
 	if err != nil && !refused {

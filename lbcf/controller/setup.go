@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -102,6 +103,22 @@ func GroupsOfService(c client.Reader) handler.EventHandler {
 	})
 }
 
+// ServiceChanged passes the Service events that can change the groups selecting it or what
+// drivers are sent of it: creation, deletion, and updates of its spec, labels or annotations or
+// that start its deletion. Not the generation: the API server never moves a Service's
+// metadata.generation. Status-only writes are dropped.
+func ServiceChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Service)
+		n, ok2 := e.ObjectNew.(*corev1.Service)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
+			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	}}
+}
+
 // LocalWatches are the watches of backends in the local cluster: pods, Services and nodes,
 // each mapped to the groups that select them, filtered to the changes that matter.
 func LocalWatches(c client.Reader) []Watch {
@@ -133,7 +150,7 @@ func LocalWatches(c client.Reader) []Watch {
 			return b.Watches(&corev1.Pod{}, groupsOfPod, builder.WithPredicates(podChangePredicate()))
 		},
 		func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&corev1.Service{}, groupsOfService, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deletionStarted{})))
+			return b.Watches(&corev1.Service{}, groupsOfService, builder.WithPredicates(ServiceChanged()))
 		},
 		func(b *builder.Builder) *builder.Builder {
 			return b.Watches(&corev1.Node{}, groupsOfNode, builder.WithPredicates(nodeChangePredicate()))

@@ -316,3 +316,38 @@ func TestServiceAndStaticBackends(t *testing.T) {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// TestServiceTypeChangeReachesTheGroup: a Service-backend group follows its Service's updates. A
+// Service's metadata.generation never moves, so a watch filtering on it dropped every update: a
+// ClusterIP Service turned NodePort got no backends until the periodic resync (5 minutes).
+func TestServiceTypeChangeReachesTheGroup(t *testing.T) {
+	e := newEnv(t)
+	e.start(fastOptions())
+	g := e.g
+	e.driverObj("mem")
+	e.lb("lb1", "mem")
+	id := e.lbID("lb1")
+	n := e.ns + "-n1"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": e.ns}}}
+	g.Expect(e.c.Create(e.ctx, node)).To(Succeed())
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.1.1"}}
+	g.Expect(e.c.Status().Update(e.ctx, node)).To(Succeed())
+	t.Cleanup(func() { _ = e.c.Delete(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}) })
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80, Protocol: "TCP"}}}}
+	g.Expect(e.c.Create(e.ctx, svc)).To(Succeed())
+	g.Expect(e.c.Create(e.ctx, &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: e.ns}, Spec: lbcfv1beta1.BackendGroupSpec{
+		LoadBalancers: []string{"lb1"},
+		Service:       &lbcfv1beta1.ServiceBackend{Name: "web", Port: lbcfv1beta1.PortSelector{Port: 80, Protocol: "TCP"}, NodeSelector: map[string]string{"pool": e.ns}},
+	}})).To(Succeed())
+	// The group is reconciled (its LoadBalancer is there) and a ClusterIP Service has no node backends.
+	g.Eventually(func() []metav1.Condition { return e.group("svc").Status.Conditions }, wait).ShouldNot(BeEmpty())
+	g.Expect(e.group("svc").Status.Backends).To(BeZero())
+	g.Expect(e.backends(id)()).To(BeEmpty())
+
+	g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	g.Expect(e.c.Update(e.ctx, svc)).To(Succeed())
+	g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+	g.Eventually(e.backends(id), wait).Should(ConsistOf("10.9.1.1:"+itoa(svc.Spec.Ports[0].NodePort)), "the node is registered on the new nodePort")
+}
