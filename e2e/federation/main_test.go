@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 // counts as every member lost at once.
 const grace = 20 * time.Second
 
+// bfeAddress is BFE's address as the MultiClusterIngress front door reports it: the BFEs the
+// cases start (startBFE) listen on it.
+const bfeAddress = "127.0.0.1"
+
 func startLbfed(ctx context.Context, t *localup.Topology) error {
 	root, err := binaries.RepoRoot()
 	if err != nil {
@@ -47,6 +51,6 @@ func startLbfed(ctx context.Context, t *localup.Topology) error {
 	if err := deploy.Build(ctx, root, bin); err != nil {
 		return err
 	}
-	lbfed, err = deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin, Grace: grace})
+	lbfed, err = deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin, Grace: grace, BFEAddress: bfeAddress})
 	return err
 }
