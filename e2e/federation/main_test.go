@@ -4,7 +4,8 @@
 // joined in Push mode and a third, m3, joined in Pull mode (karmada-agent), as local processes
 // (e2e/localup), lbfed deployed on them as processes (e2e/deploy), the Radware driver over a
 // simulated Alteon HA pair as the shared front end, and traffic through its VIP reaching pods of
-// every member. Run with `make test-e2e`.
+// every member. lbfed-controller also runs the MultiClusterIngress front door, for the cases
+// that start a real BFE (BFE_BIN) on bfeAddress. Run with `make test-e2e`.
 package federation_test
 
 import (

@@ -322,7 +322,9 @@ func TestMultiClusterIngress(t *testing.T) {
 		g := NewWithT(t)
 		// No rule matches: BFE has no route (the evidence that the routes above are the MultiClusterIngresses').
 		for _, r := range []mciRequest{{host: "api.mci.test", path: "/v2"}, {host: "other.mci.test", path: "/"}} {
-			g.Expect(byService(sendThroughBFE(b.HTTPAddr, r, 5))).To(SatisfyAny(Equal(map[string]int{"status 500": 5}), Equal(map[string]int{"status 404": 5})), "%+v", r)
+			seen := byService(sendThroughBFE(b.HTTPAddr, r, 5))
+			t.Logf("%+v (no rule): %v", r, seen)
+			g.Expect(seen).To(SatisfyAny(Equal(map[string]int{"status 500": 5}), Equal(map[string]int{"status 404": 5})), "%+v", r)
 		}
 	})
 
