@@ -77,7 +77,19 @@ type Options struct {
 	Grace time.Duration
 	// DrainPeriod is how long the Radware driver drains a removed backend (default 1s).
 	DrainPeriod time.Duration
+	// BFEAddress, when set, turns on lbfed-controller's MultiClusterIngress front door
+	// (controller.multiClusterIngress): ingress class MCIIngressClass, generated LoadBalancers of
+	// the driver MCIDriver, and this address in the status of the MultiClusterIngresses it serves.
+	// The BFE and its driver are the caller's: they are not part of this deployment.
+	BFEAddress string
 }
+
+// The MultiClusterIngress front door's settings when Options.BFEAddress is set: the chart's
+// defaults, spelt out so that tests name them.
+const (
+	MCIIngressClass = "lbfed-bfe"
+	MCIDriver       = "lbcf-bfe"
+)
 
 // Deployment is a running lbfed.
 type Deployment struct {
@@ -343,6 +355,12 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		"controller.federation.gracePeriod=" + opts.Grace.String(),
 		// The drivers' serving CA, as an operator copies it next to lbfed-controller.
 		"controller.federation.driverTLS.caSecret=lbfed-driver-ca",
+	}
+	if opts.BFEAddress != "" {
+		set = append(set, "controller.multiClusterIngress.enabled=true",
+			"controller.multiClusterIngress.bfeAddress="+opts.BFEAddress,
+			"controller.multiClusterIngress.ingressClass="+MCIIngressClass,
+			"controller.multiClusterIngress.driver="+MCIDriver)
 	}
 	for i, m := range members {
 		set = append(set, fmt.Sprintf("member.webhook.clusterURLs.%s=https://%s", m.Name(), a[3+3*i]))

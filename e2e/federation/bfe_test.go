@@ -118,31 +118,8 @@ func TestFederatedBFE(t *testing.T) {
 	g := w.g
 	w.ex = deploy.Example{Namespace: "e2e-bfe"}
 	const host = "web.bfe.test"
-
-	ports, err := localup.FreePorts(5)
-	g.Expect(err).NotTo(HaveOccurred())
-	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	httpAddr, monitorAddr, driverAddr, driverMetrics := addr(0), addr(2), addr(3), addr(4)
-
-	// elb-driver first: it writes the store's first version, which bfe.conf names.
-	root := filepath.Join(w.topo.Dir(), "bfe-e2e")
-	dataDir := filepath.Join(root, "lbfed")
-	g.Expect(os.MkdirAll(root, 0o755)).To(Succeed())
-	auth, err := lbfed.DriverServerArgs("elb-driver-bfe") // mutual TLS with lbfed-controller
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "elb-driver-bfe", Path: filepath.Join(w.topo.Dir(), "lbfed-bin", "elb-driver"),
-		Tier: localup.TierClient, Args: append([]string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
-			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}, auth...)})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }, wait, 200*time.Millisecond).Should(Succeed())
-
-	g.Expect(bfe.WriteLoopbackRoot(root, ports[0], ports[1], ports[2], dataDir)).To(Succeed())
-	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "bfe", Path: bin, Dir: root, Tier: localup.TierClient,
-		Args: []string{"-c", root, "-l", filepath.Join(root, "log")}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() error { return httpOK("http://" + monitorAddr + "/monitor/host_table_version") }, wait, 200*time.Millisecond).Should(Succeed())
-	// The driver is healthy once BFE's monitor answers.
-	g.Eventually(func() error { return httpOK("http://" + driverMetrics + "/healthz") }, wait, 200*time.Millisecond).Should(Succeed())
+	b := w.startBFE(bin, "bfe-e2e")
+	httpAddr, driverAddr := b.HTTPAddr, b.DriverAddr
 
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host)), 4096)
 	for {
@@ -197,6 +174,45 @@ func TestFederatedBFE(t *testing.T) {
 	}, wait, 2*time.Second).Should(Succeed())
 	g.Expect(metric(lbfed.FederationMetrics, "webhook_calls", `webhook_name="createLoadBalancer"`, w.ex.Namespace+"/bfe")).To(Equal(1.0),
 		"the BFE route is created once for both members")
+}
+
+// bfeFrontEnd is a real BFE on loopback with its driver, elb-driver --backend=bfe.
+type bfeFrontEnd struct {
+	// HTTPAddr is BFE's HTTP listener (on bfeAddress); DriverAddr is the driver's webhook
+	// server (mutual TLS with lbfed-controller, as deploy.DriverServerArgs sets it up).
+	HTTPAddr, DriverAddr string
+}
+
+// startBFE runs BFE (the binary bin) and its driver as processes of the topology, named after
+// name, with their files under the topology's folder name, and waits until both serve.
+func (w *world) startBFE(bin, name string) bfeFrontEnd {
+	g := w.g
+	ports, err := localup.FreePorts(5)
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := func(i int) string { return fmt.Sprintf("%s:%d", bfeAddress, ports[i]) }
+	httpAddr, monitorAddr, driverAddr, driverMetrics := addr(0), addr(2), addr(3), addr(4)
+
+	// elb-driver first: it writes the store's first version, which bfe.conf names.
+	root := filepath.Join(w.topo.Dir(), name)
+	dataDir := filepath.Join(root, "lbfed")
+	g.Expect(os.MkdirAll(root, 0o755)).To(Succeed())
+	auth, err := lbfed.DriverServerArgs("elb-driver-" + name) // mutual TLS with lbfed-controller
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "elb-driver-" + name, Path: filepath.Join(w.topo.Dir(), "lbfed-bin", "elb-driver"),
+		Tier: localup.TierClient, Args: append([]string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
+			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}, auth...)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }, wait, 200*time.Millisecond).Should(Succeed())
+
+	// bfe.conf listens on 127.0.0.1, which is bfeAddress.
+	g.Expect(bfe.WriteLoopbackRoot(root, ports[0], ports[1], ports[2], dataDir)).To(Succeed())
+	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: name, Path: bin, Dir: root, Tier: localup.TierClient,
+		Args: []string{"-c", root, "-l", filepath.Join(root, "log")}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() error { return httpOK("http://" + monitorAddr + "/monitor/host_table_version") }, wait, 200*time.Millisecond).Should(Succeed())
+	// The driver is healthy once BFE's monitor answers.
+	g.Eventually(func() error { return httpOK("http://" + driverMetrics + "/healthz") }, wait, 200*time.Millisecond).Should(Succeed())
+	return bfeFrontEnd{HTTPAddr: httpAddr, DriverAddr: driverAddr}
 }
 
 func httpOK(url string) error {

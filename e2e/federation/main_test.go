@@ -4,7 +4,8 @@
 // joined in Push mode and a third, m3, joined in Pull mode (karmada-agent), as local processes
 // (e2e/localup), lbfed deployed on them as processes (e2e/deploy), the Radware driver over a
 // simulated Alteon HA pair as the shared front end, and traffic through its VIP reaching pods of
-// every member. Run with `make test-e2e`.
+// every member. lbfed-controller also runs the MultiClusterIngress front door, for the cases
+// that start a real BFE (BFE_BIN) on bfeAddress. Run with `make test-e2e`.
 package federation_test
 
 import (
@@ -38,6 +39,10 @@ func TestMain(m *testing.M) {
 // counts as every member lost at once.
 const grace = 20 * time.Second
 
+// bfeAddress is BFE's address as the MultiClusterIngress front door reports it: the BFEs the
+// cases start (startBFE) listen on it.
+const bfeAddress = "127.0.0.1"
+
 func startLbfed(ctx context.Context, t *localup.Topology) error {
 	root, err := binaries.RepoRoot()
 	if err != nil {
@@ -47,6 +52,6 @@ func startLbfed(ctx context.Context, t *localup.Topology) error {
 	if err := deploy.Build(ctx, root, bin); err != nil {
 		return err
 	}
-	lbfed, err = deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin, Grace: grace})
+	lbfed, err = deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin, Grace: grace, BFEAddress: bfeAddress})
 	return err
 }
