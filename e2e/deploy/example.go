@@ -28,6 +28,10 @@ type Example struct {
 	// PreStopSeconds gives the pods a preStop sleep: a terminating pod keeps serving that long,
 	// while lbfed drains it on the front end (0: none, the pod stops answering at once).
 	PreStopSeconds int
+	// SharedDriver also declares the Radware driver as lbcf-radware in kube-system, the driver of
+	// the LoadBalancers the Karmada front doors generate (MultiClusterService, Service
+	// type=LoadBalancer; README quick start, examples/).
+	SharedDriver bool
 }
 
 var exampleTemplate = template.Must(template.New("example").Parse(`
@@ -39,10 +43,7 @@ metadata:
   labels: {lbfed.io/readiness-gate-inject: enabled}
   {{- end}}
 ---
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: radware, namespace: {{.Namespace}}}
-spec:
+{{define "driverSpec"}}spec:
   driverType: Webhook
   url: {{.DriverURL}}
   webhooks:
@@ -54,7 +55,16 @@ spec:
   - {name: generateBackendAddr, timeout: 10s}
   - {name: ensureBackend, timeout: 1m}
   - {name: deregisterBackend, timeout: 1m}
----
+{{end -}}
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancerDriver
+metadata: {name: radware, namespace: {{.Namespace}}}
+{{template "driverSpec" .}}---
+{{if .SharedDriver}}apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancerDriver
+metadata: {name: lbcf-radware, namespace: kube-system}
+{{template "driverSpec" .}}---
+{{end -}}
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: LoadBalancer
 metadata: {name: web-vip, namespace: {{.Namespace}}}

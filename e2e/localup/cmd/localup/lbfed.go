@@ -56,7 +56,8 @@ func startDemo(ctx context.Context, t *localup.Topology) error {
 		members = append(members, m.Name())
 	}
 	// Gated and with a preStop sleep: `kubectl rollout restart` on the demo drops no request.
-	ex := deploy.Example{Namespace: "demo", VIP: "127.0.0.100", Port: 80, Replicas: 4, Members: members, ReadinessGate: true, PreStopSeconds: 10}
+	ex := deploy.Example{Namespace: "demo", VIP: "127.0.0.100", Port: 80, Replicas: 4, Members: members, ReadinessGate: true, PreStopSeconds: 10,
+		SharedDriver: true} // the front doors' driver: examples/ work as they are
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = lbcfv1beta1.AddToScheme(scheme)
@@ -126,6 +127,8 @@ func printDemo(dir, kubectl, karmadaKubeconfig string) {
 	fmt.Printf("\nBackend records, one per pod and load balancer: kubectl get br -n %s -o wide\n", d.Namespace)
 	fmt.Printf("Each member's part in the group (Contributing, Unobserved, Held, Withdrawn, Recovering; see README \"Member loss\"):\n")
 	fmt.Printf("  kubectl get bg -n %s -o custom-columns=GROUP:.metadata.name,MEMBER:.status.members[*].name,STATE:.status.members[*].state,REASON:.status.members[*].reason\n", d.Namespace)
+	fmt.Printf("Karmada-native front doors over the same pods (README quick start): kubectl apply -f examples/mcs-loadbalancer.yaml\n")
+	fmt.Printf("  (MultiClusterService, VIP 127.0.0.101) or examples/service-loadbalancer.yaml (Service type=LoadBalancer, VIP 127.0.0.102)\n")
 	fmt.Printf("Alteon simulator control API (failover, faults): %s\n\n", d.Alteon)
 }
 
