@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 )
 
@@ -70,7 +71,7 @@ func (s *stages) traceAPI(cfg *rest.Config) *rest.Config {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			rsp, err := rt.RoundTrip(req)
 			if req.Method != http.MethodGet {
-				s.mark("api " + req.Method + " " + resourceOf(req.URL.Path))
+				s.mark("api " + req.Method + " " + testenv.APIResource(req))
 			}
 			return rsp, err
 		})
@@ -133,26 +134,3 @@ func (k stageSink) WithName(string) logr.LogSink   { return k }
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf reduces an API path (/apis/g/v/namespaces/ns/backendrecords/name/status) to its
-// resource and subresource ("backendrecords/status").
-func resourceOf(p string) string {
-	parts := strings.Split(strings.Trim(p, "/"), "/")
-	i := 0
-	switch {
-	case len(parts) > 0 && parts[0] == "api":
-		i = 2
-	case len(parts) > 0 && parts[0] == "apis":
-		i = 3
-	}
-	if i+1 < len(parts) && parts[i] == "namespaces" && i+2 < len(parts) {
-		i += 2
-	}
-	if i >= len(parts) {
-		return p
-	}
-	if i+2 < len(parts) {
-		return parts[i] + "/" + parts[i+2]
-	}
-	return parts[i]
-}

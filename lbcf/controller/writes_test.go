@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
@@ -44,11 +45,11 @@ func (e *env) countWrites() *apiWrites {
 			}
 			if req.Method == http.MethodGet {
 				w.mu.Lock()
-				w.reads[resourceOf(req.URL.Path)]++
+				w.reads[testenv.APIResource(req)]++
 				w.mu.Unlock()
 			}
 			if req.Method != http.MethodGet {
-				r, now := resourceOf(req.URL.Path), time.Now()
+				r, now := testenv.APIResource(req), time.Now()
 				w.mu.Lock()
 				w.n[r]++
 				w.latency[r] += now.Sub(sent)
@@ -117,29 +118,6 @@ func (w *apiWrites) timeline(start time.Time) string {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// resourceOf reduces an API path (/apis/g/v/namespaces/ns/backendrecords/name/status) to its
-// resource and subresource ("backendrecords/status").
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	i := 0
-	switch {
-	case len(parts) > 0 && parts[0] == "api":
-		i = 2
-	case len(parts) > 0 && parts[0] == "apis":
-		i = 3
-	}
-	if i+1 < len(parts) && parts[i] == "namespaces" && i+2 < len(parts) {
-		i += 2
-	}
-	if i >= len(parts) {
-		return path
-	}
-	if i+2 < len(parts) {
-		return parts[i] + "/" + parts[i+2]
-	}
-	return parts[i]
-}
 
 // Registering a backend costs two writes of its record: the record (created with its address
 // and its finalizer) and its Registered status (which copies the address into status.backendAddr).
