@@ -141,7 +141,7 @@ func run(ctx context.Context, f flags) error {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: f.webhookHost, Port: f.webhookPort, CertDir: certDir, CertName: certName, KeyName: keyName,
 		}),
-		Cache: controller.CacheOptions(),
+		Cache: controller.CacheOptions(), Client: controller.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

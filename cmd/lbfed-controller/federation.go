@@ -104,6 +104,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
 		Cache:                         federation.CacheOptions(),
+		Client:                        controller.ClientOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

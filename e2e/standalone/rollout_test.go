@@ -111,6 +111,7 @@ func startLBCF(t *testing.T, g Gomega, ctx context.Context) {
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller:    config.Controller{SkipNameValidation: &skip},
 		Cache:         controller.CacheOptions(),
+		Client:        controller.ClientOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
 	})
 	g.Expect(err).NotTo(HaveOccurred())

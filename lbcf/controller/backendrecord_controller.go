@@ -137,7 +137,7 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		r.reportDuplicate(ctx, br, dup, holders)
 	}
 	if !r.DryRun && !equalStatus(orig.Status, br.Status) {
-		if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
+		if err := w.update(ctx, br, orig, "UpdateStatus", true); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -307,7 +307,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	}
 	orig := br.DeepCopy()
 	controllerutil.RemoveFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend)
-	if err := w.do(ctx, br, "Update", func() error { return client.IgnoreNotFound(r.Patch(ctx, br, client.MergeFrom(orig))) }); err != nil {
+	if err := client.IgnoreNotFound(w.update(ctx, br, orig, "Update", false)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
 	r.mu.Lock()

@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -223,6 +224,30 @@ func (w writer) do(ctx context.Context, obj client.Object, op string, f func() e
 	err := f()
 	w.metrics.K8sOpLatency.WithLabelValues(kindOf(obj), op).Observe(time.Since(start).Seconds())
 	return err
+}
+
+// update writes obj, changed from orig (as read from the cache), with an update at orig's
+// resourceVersion, or — when the object changed since — with a merge patch of the difference, as
+// before. An update costs the API server less than a patch, which it must apply to its encoding
+// of the stored object (about a tenth of its CPU while records registered). The merge patch keeps
+// the old meaning where the object moved on: what this write says is still true of the
+// generation it was computed from (observedGeneration says which).
+func (w writer) update(ctx context.Context, obj, orig client.Object, op string, status bool) error {
+	return w.do(ctx, obj, op, func() error {
+		var err error
+		if status {
+			err = w.Status().Update(ctx, obj)
+		} else {
+			err = w.Update(ctx, obj)
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		if status {
+			return w.Status().Patch(ctx, obj, client.MergeFrom(orig))
+		}
+		return w.Patch(ctx, obj, client.MergeFrom(orig))
+	})
 }
 
 func equalStatus(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }

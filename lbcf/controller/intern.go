@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -145,6 +146,14 @@ func (in *recordInterner) transform(o any) (any, error) {
 	}
 	// InjectedInfo is left alone: drivers usually answer per backend, so it rarely repeats.
 	return br, nil
+}
+
+// ClientOptions are the client settings of every manager running the engine. Its writes are
+// built from Go types of the API they write, so the API server's strict decoding of each write
+// (field validation Warn, the default) finds nothing and costs it a second decode: 2 % of its CPU
+// while 5,000 records registered (the benchmark's API-server profile). Ignore skips it.
+func ClientOptions() client.Options {
+	return client.Options{FieldValidation: metav1.FieldValidationIgnore}
 }
 
 // CacheOptions are the cache settings of every manager running the engine: managed fields,

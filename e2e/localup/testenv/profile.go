@@ -1,0 +1,60 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/lbfed/lbfed/e2e/localup"
+)
+
+// EnvAPIServerProfile names a file prefix: benchmarks that call ProfileAPIServer write the test
+// API server's CPU profile of their measured phase to <prefix>-<name>.pprof. Where a benchmark
+// is bound by the API server, its profile says what the server spent the time on.
+const EnvAPIServerProfile = "LBFED_BENCH_APISERVER_PROFILE"
+
+// ProfileAPIServer starts a CPU profile of the API server cfg reaches when EnvAPIServerProfile
+// is set, and returns a func that waits for it; a no-op otherwise. The profile covers d.
+func ProfileAPIServer(t testing.TB, cfg *rest.Config, name string, d time.Duration) (wait func()) {
+	prefix := os.Getenv(EnvAPIServerProfile)
+	if prefix == "" {
+		return func() {}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("profile API server: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		data, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(fmt.Sprintf("%s-%s.pprof", prefix, name), data, 0o644)
+		}
+		if err != nil {
+			t.Logf("profile API server: %v", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// ControlPlaneCPU is the CPU time the shared cluster's API server and etcd have used so far.
+// A benchmark bound by the API server reports the difference over its run per unit of work:
+// the cost its controller puts on the control plane, which other load on the machine hardly
+// changes (its wall time does).
+func ControlPlaneCPU(t testing.TB) time.Duration {
+	var sum time.Duration
+	for _, p := range Cluster(t).Processes() {
+		if p.Tier == localup.TierAPIServer || p.Tier == localup.TierStorage {
+			sum += p.CPUTime()
+		}
+	}
+	return sum
+}
