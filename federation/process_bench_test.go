@@ -44,7 +44,11 @@ func buildLbfedController(tb testing.TB) string {
 func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) *controllerProcess {
 	mp := testenv.FreePort(tb)
 	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
+	// Without the front doors: they watch Karmada's PropagationPolicies and MultiClusterServices,
+	// whose CRDs the test API server does not have, and the manager exits when their caches have
+	// not synced after two minutes — in the middle of any longer run.
 	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
+		"--federation-mcs-load-balancer=false", "--federation-service-load-balancer=false",
 		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0", "--federation-profiling")
 	logf, err := os.Create(filepath.Join(tb.TempDir(), "lbfed-controller.log"))
 	if err != nil {
