@@ -36,21 +36,23 @@ import (
 // each variant in a test process (and on a test API server) of its own. Measured:
 //
 //   - KiB-binding: the ResourceBinding as the API server returns it (its JSON, as stored in
-//     etcd), against etcd's 1.5 MiB request limit (1536 KiB; the test etcd runs with the default
-//     --max-request-bytes, so a binding over it could not be written at all);
+//     etcd), against etcd's 1.5 MiB request limit (1536 KiB; the test etcd runs with etcd's
+//     default limit, so a binding over it could not be written at all);
 //   - candidates-truncated: candidates the members cut to their budget (then also the template's
 //     CandidatesTruncated condition is awaited);
 //   - s-to-registered: from the binding's status write to every reported candidate's record
 //     Registered (read from the template's status, then checked on the records);
 //   - cpu-s: the controller process's CPU time (utime+stime) over that period;
-//   - MiB-peak-RSS: the controller process's peak RSS.
-//
-//	go test ./federation -run XXX -bench TwentyMembers -benchtime 1x -timeout 60m
+//   - MiB-peak-RSS: the controller process's peak RSS;
+//   - api-writes/backend and group-reconciles: the controller's API writes per registered
+//     candidate, and its reconciles of the group (what more members could multiply).
 //
 // LBFED_BENCH_MEMBER_PODS sets the candidates per member of the 20-member variant (default
 // 1000; the baseline reports the same total from 4 members); LBFED_BENCH_MEMBER_APP the
 // Deployment name in the pod names (default "web": ≈ 59 bytes per candidate, within the
 // design's 60; longer names make the members cut).
+//
+//	go test ./federation -run XXX -bench TwentyMembers -benchtime 1x -timeout 60m
 func BenchmarkTwentyMembers(b *testing.B) {
 	perMember := 1000
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_MEMBER_PODS")); err == nil && n > 0 {
@@ -159,13 +161,18 @@ func membersRun(b *testing.B, app string, members, total int) {
 	b.ReportMetric(elapsed.Seconds(), "s-to-registered")
 	b.ReportMetric(cpu, "cpu-s")
 	b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
+	// Where member count could cost: the API writes (records, template status and annotations)
+	// and the group's reconciles, per candidate registered.
+	b.ReportMetric(p.metric("k8s_operation_latency_count", "")/float64(reported), "api-writes/backend")
+	b.ReportMetric(p.metric("key_process_latency_count", `crd="BackendGroup"`), "group-reconciles")
 	b.Logf("%d members × %d candidates: budget %d bytes per member, %d reported, binding %d bytes (etcd limit %d)",
 		members, perMember, budget, reported, size, 3<<19)
 }
 
 // memberReport is what Karmada's InterpretStatus delivers of a member's BackendGroup status when
-// lbcf-controller --mode=member reports pods first..first+n-1 of the fleet with the given byte
-// budget; items is the number of candidates it lists, cut whether it had to cut.
+// lbcf-controller --mode=member reports pods first..first+n-1 of a Deployment's fleet (20 pods
+// per node) with the given byte budget; items is the number of candidates it lists, cut whether
+// it had to cut.
 func memberReport(app string, first, n, budget int) (raw *runtime.RawExtension, items int, cut bool) {
 	const podsPerNode = 20
 	cands := make([]lbcfv1beta1.Candidate, 0, n)
@@ -180,6 +187,12 @@ func memberReport(app string, first, n, budget int) (raw *runtime.RawExtension, 
 			IPs: []string{fmt.Sprintf("10.200.%d.%d", k/250, k%250+1)}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: true,
 			NodeName: node, NodeAddresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.%d.%d", k/podsPerNode/250, k/podsPerNode%250+1)}}})
 	}
+	return encodeMemberReport(cands, budget)
+}
+
+// encodeMemberReport is a member's report of cands, encoded as lbcf-controller --mode=member
+// encodes it with the given byte budget, as InterpretStatus delivers it.
+func encodeMemberReport(cands []lbcfv1beta1.Candidate, budget int) (raw *runtime.RawExtension, items int, cut bool) {
 	enc, cut := lbcfv1beta1.EncodeCandidates(map[string]string{"weight": "1"}, cands, budget)
 	tc := metav1.Condition{Type: lbcfv1beta1.BackendGroupCandidatesTruncated, Status: metav1.ConditionFalse, Reason: "WithinBudget", ObservedGeneration: 1, LastTransitionTime: metav1.Now()}
 	if cut {
@@ -187,7 +200,7 @@ func memberReport(app string, first, n, budget int) (raw *runtime.RawExtension, 
 		tc.Message = fmt.Sprintf("%d candidates need more than %d bytes; %d reported, Ready ones first. Split the BackendGroup.", enc.Total, budget, len(enc.Items))
 	}
 	status := map[string]any{
-		"generation": 1, "resourceTemplateGeneration": 1, "observedGeneration": 1, "backends": n,
+		"generation": 1, "resourceTemplateGeneration": 1, "observedGeneration": 1, "backends": enc.Ready,
 		"conditions": []metav1.Condition{{Type: lbcfv1beta1.BackendGroupReady, Status: metav1.ConditionTrue, ObservedGeneration: 1, LastTransitionTime: metav1.Now(),
 			Reason: "CandidatesReported", Message: fmt.Sprintf("%d candidates, %d ready", enc.Total, enc.Ready)}, tc},
 		"candidates": enc,
