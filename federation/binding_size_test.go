@@ -22,8 +22,9 @@ const etcdRequestLimit = 3 << 19 // 1.5 MiB
 // (one per node, nodes with a cloud's usual addresses) within the share of the group's budget the
 // federation tells them. Their reports together must fit the ResourceBinding — one etcd object
 // — or Karmada cannot write it and the group never converges. The node table used to be outside
-// the budget: 1,000 long node entries beside the 1,000 items, ≈ 200 kB per member, a 3.9 MB
-// binding that etcd refused ("request is too large").
+// the budget: 1,000 long node entries beside the 1,000 items, ≈ 200 kB per member, a ≈ 4 MB
+// binding that the API server refused before etcd could ("Request entity too large: limit is
+// 3145728"; etcd's own limit is 1.5 MiB).
 func TestMembersWithinBudgetFitTheBinding(t *testing.T) {
 	const members, perMember = 20, 1000
 	e := newEnvWithoutController(t)

@@ -200,7 +200,7 @@ func FuzzCandidatesDecode(f *testing.F) {
 // node entry with a cloud's usual addresses is longer than the pod's item: the budget is what the
 // member may add to its group's ResourceBinding (one etcd object), so it covers the node table
 // as well as the items — at 1,000 such pods and a 20-member share the items alone filled it and
-// the node table added 1.7× as much again, so twenty members wrote a 3 MB binding etcd refuses.
+// the node table added 2.3× as much again, so twenty members wrote a ≈ 4 MB binding.
 func TestCandidatesBudgetCoversNodeTable(t *testing.T) {
 	const budget = 1200 * 1024 / 20 // a member's share when the group has 20
 	for _, tc := range []struct {
