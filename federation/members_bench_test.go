@@ -165,6 +165,13 @@ func membersRun(b *testing.B, app string, members, total int) {
 	// and the group's reconciles, per candidate registered.
 	b.ReportMetric(p.metric("k8s_operation_latency_count", "")/float64(reported), "api-writes/backend")
 	b.ReportMetric(p.metric("key_process_latency_count", `crd="BackendGroup"`), "group-reconciles")
+	for _, op := range []string{"Create", "UpdateStatus", "Update", "Delete", "Patch"} {
+		for _, kind := range []string{"BackendRecord", "BackendGroup"} {
+			if n := p.metric("k8s_operation_latency_count", fmt.Sprintf(`k8s_op_obj=%q,k8s_op_type=%q`, kind, op)); n > 0 {
+				b.Logf("API writes: %s %s %.0f", op, kind, n)
+			}
+		}
+	}
 	b.Logf("%d members × %d candidates: budget %d bytes per member, %d reported, binding %d bytes (etcd limit %d)",
 		members, perMember, budget, reported, size, 3<<19)
 }

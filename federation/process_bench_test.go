@@ -324,6 +324,9 @@ func inOwnProcess(b *testing.B) bool {
 		for _, line := range strings.Split(string(out), "\n") {
 			fields := strings.Fields(line)
 			if len(fields) < 4 || (fields[0] != b.Name() && !strings.HasPrefix(fields[0], b.Name()+"-")) {
+				if testing.Verbose() && strings.HasPrefix(line, "    ") {
+					b.Log(strings.TrimSpace(line)) // the benchmark's own log
+				}
 				continue
 			}
 			for j := 2; j+1 < len(fields); j += 2 {
