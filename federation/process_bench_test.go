@@ -46,6 +46,8 @@ func buildLbfedController(tb testing.TB) string {
 func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) *controllerProcess {
 	mp := testenv.FreePort(tb)
 	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
+	// With the front doors, as the chart runs it: the test API server serves stand-ins of the
+	// Karmada kinds they watch (testdata/karmada-crds.yaml).
 	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
 		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0", "--federation-profiling")
 	logf, err := os.Create(filepath.Join(tb.TempDir(), "lbfed-controller.log"))
@@ -269,6 +271,20 @@ func chartGoMemLimit(tb testing.TB) string {
 // cpuTime is the process's CPU time so far.
 func (p *controllerProcess) cpuTime() time.Duration { return localup.CPUTimeOf(p.cmd.Process.Pid) }
 
+func (e *env) registeredRecords() int {
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := e.c.List(e.ctx, list, client.InNamespace(e.ns)); err != nil {
+		return -1
+	}
+	n := 0
+	for i := range list.Items {
+		if list.Items[i].IsRegistered() {
+			n++
+		}
+	}
+	return n
+}
+
 // registeredBackends sums the groups' registered backends (a list of groups, not of the records:
 // at 100,000 records that would cost the API server more than the controller under test).
 func (e *env) registeredBackends() int {
@@ -379,6 +395,9 @@ func inOwnProcess(b *testing.B) bool {
 		for _, line := range strings.Split(string(out), "\n") {
 			fields := strings.Fields(line)
 			if len(fields) < 4 || (fields[0] != b.Name() && !strings.HasPrefix(fields[0], b.Name()+"-")) {
+				if testing.Verbose() && strings.HasPrefix(line, "    ") {
+					b.Log(strings.TrimSpace(line)) // the benchmark's own log
+				}
 				continue
 			}
 			for j := 2; j+1 < len(fields); j += 2 {

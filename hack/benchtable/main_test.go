@@ -18,13 +18,15 @@ BenchmarkBackendChanges/per-call-2          	       1	 9000 ns/op	      1000 app
 pkg: github.com/lbfed/lbfed/federation
 BenchmarkRestartResync-2   1   5 ns/op   0 driver-calls   30.5 s-to-resynced   610 s-to-registered-first
 BenchmarkSomethingNew-2    1   7 ns/op
+BenchmarkTwentyMembers/20-members-2   1   670.0 ns/op   1155 KiB-binding   0 candidates-truncated   238.0 s-to-registered
+BenchmarkTwentyMembers/4-members-2    1   1071 ns/op    1160 KiB-binding   0 candidates-truncated   137.4 s-to-registered
 `
 
 func TestTable(t *testing.T) {
 	g := NewWithT(t)
 	figs, err := parse(strings.NewReader(sample))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(figs).To(HaveLen(14), "every value of every result line, no log line")
+	g.Expect(figs).To(HaveLen(22), "every value of every result line, no log line")
 	rows := table(figs, targets)
 	get := func(pkg, bench, unit string) row {
 		for _, r := range rows {
@@ -47,6 +49,10 @@ func TestTable(t *testing.T) {
 		{"federation", "BenchmarkRestartResync", "driver-calls", "== 0", "met", "-", "-"},
 		{"federation", "BenchmarkRestartResync", "s-to-resynced", "< 60", "met", "s-to-registered-first = 610", "0.05"},
 		{"federation", "BenchmarkSomethingNew", "ns/op", "-", "", "-", "-"},
+		{"federation", "BenchmarkTwentyMembers/20-members", "KiB-binding", "< 1536", "met", "TwentyMembers/4-members KiB-binding = 1160", "0.996"},
+		{"federation", "BenchmarkTwentyMembers/20-members", "candidates-truncated", "== 0", "met", "-", "-"},
+		{"federation", "BenchmarkTwentyMembers/20-members", "s-to-registered", "-", "", "TwentyMembers/4-members s-to-registered = 137.4", "1.73"},
+		{"federation", "BenchmarkTwentyMembers/4-members", "KiB-binding", "< 1536", "met", "-", "-"},
 	} {
 		r := get(tc.pkg, tc.bench, tc.unit)
 		g.Expect([]string{r.target, r.verdict, r.baseline, r.ratio}).To(Equal([]string{tc.target, tc.verdict, tc.baseline, tc.ratio}), "%s %s", tc.bench, tc.unit)

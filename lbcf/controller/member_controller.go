@@ -30,7 +30,7 @@ type MemberReconciler struct {
 	client.Client
 	Options
 	Source LocalSource
-	// Budget caps the candidates' items in bytes (DefaultCandidatesBudget when 0).
+	// Budget caps the candidates' items and node table in bytes (DefaultCandidatesBudget when 0).
 	Budget int
 	// History remembers the last reports, for the readiness gates (optional).
 	History *ReportHistory

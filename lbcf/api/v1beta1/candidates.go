@@ -127,9 +127,10 @@ var (
 
 // EncodeCandidates builds the compact report of list with the group's effective parameters.
 // Output is deterministic: nodes and items are sorted, so an unchanged set encodes identically
-// and Karmada sees no spurious change. When maxBytes > 0 and the items would take more, Ready
-// candidates are kept first and the rest cut; truncated then reports true and Total still counts
-// every candidate, so the cut is visible.
+// and Karmada sees no spurious change. When maxBytes > 0 and the items and node table would take
+// more, Ready candidates are kept first and the rest cut (the table then lists only the nodes of
+// the candidates kept); truncated then reports true and Total still counts every candidate, so
+// the cut is visible.
 func EncodeCandidates(params map[string]string, list []Candidate, maxBytes int) (out *Candidates, truncated bool) {
 	out = &Candidates{Parameters: params, Total: int32(len(list))}
 	nodeIdx := map[string]int{}
@@ -157,18 +158,28 @@ func EncodeCandidates(params map[string]string, list []Candidate, maxBytes int) 
 	type entry struct {
 		s     string
 		ready bool
+		c     *Candidate
 	}
 	entries := make([]entry, 0, len(list))
 	for i := range list {
-		entries = append(entries, entry{encodeItem(&list[i], nodeIdx), list[i].Ready})
+		entries = append(entries, entry{encodeItem(&list[i], nodeIdx), list[i].Ready, &list[i]})
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].s < entries[j].s })
+	nodeEntries := make(map[string]string, len(names))
+	for _, n := range names {
+		nodeEntries[n] = encodeNode(n, nodeAddrs[n])
+	}
 
 	keep := entries
 	if maxBytes > 0 {
+		// The budget is what the report adds to the group's ResourceBinding: the items and the node
+		// table (a DaemonSet brings a node per pod, and a node entry is often longer than the item).
 		size := 0
 		for _, e := range entries {
 			size += len(e.s) + 3 // quotes and comma in JSON
+		}
+		for _, n := range names {
+			size += len(nodeEntries[n]) + 3
 		}
 		if size > maxBytes {
 			truncated = true
@@ -186,12 +197,35 @@ func EncodeCandidates(params map[string]string, list []Candidate, maxBytes int) 
 			}
 			keep = keep[:0:0]
 			size = 0
+			charged := map[string]bool{}
 			for _, e := range ordered {
-				if size+len(e.s)+3 > maxBytes {
+				// An item's node index only shrinks when the table does: its length here is an upper bound.
+				cost := len(e.s) + 3
+				n := e.c.NodeName
+				if n != "" && !charged[n] {
+					cost += len(nodeEntries[n]) + 3
+				}
+				if size+cost > maxBytes {
 					break
 				}
-				size += len(e.s) + 3
+				size += cost
+				if n != "" {
+					charged[n] = true
+				}
 				keep = append(keep, e)
+			}
+			// The table lists the nodes of the candidates kept, and their items refer to it.
+			names = names[:0]
+			for n := range charged {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			clear(nodeIdx)
+			for i, n := range names {
+				nodeIdx[n] = i
+			}
+			for i := range keep {
+				keep[i].s = encodeItem(keep[i].c, nodeIdx)
 			}
 			sort.Slice(keep, func(i, j int) bool { return keep[i].s < keep[j].s })
 		}
@@ -199,9 +233,8 @@ func EncodeCandidates(params map[string]string, list []Candidate, maxBytes int) 
 	for _, e := range keep {
 		out.Items = append(out.Items, e.s)
 	}
-	// The node table keeps every referenced index valid even when items were cut.
 	for _, n := range names {
-		out.Nodes = append(out.Nodes, encodeNode(n, nodeAddrs[n]))
+		out.Nodes = append(out.Nodes, nodeEntries[n])
 	}
 	return out, truncated
 }

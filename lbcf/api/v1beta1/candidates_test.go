@@ -129,8 +129,9 @@ func TestCandidatesTruncationKeepsReadyFirstAndSaysSo(t *testing.T) {
 	for _, c := range out {
 		g.Expect(c.Ready).To(BeTrue(), "not-ready %s kept while ready candidates were cut", c.Name)
 	}
-	// Within budget nothing is cut.
-	_, truncated = EncodeCandidates(nil, list, len(raw)+10)
+	// Within budget (items and node table) nothing is cut.
+	nodes, _ := json.Marshal(full.Nodes)
+	_, truncated = EncodeCandidates(nil, list, len(raw)+len(nodes)+10)
 	g.Expect(truncated).To(BeFalse())
 }
 
@@ -193,4 +194,57 @@ func FuzzCandidatesDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A DaemonSet's pods (or a Deployment spread one per node) each bring a node of their own, and a
+// node entry with a cloud's usual addresses is longer than the pod's item: the budget is what the
+// member may add to its group's ResourceBinding (one etcd object), so it covers the node table
+// as well as the items — at 1,000 such pods and a 20-member share the items alone filled it and
+// the node table added 2.3× as much again, so twenty members wrote a ≈ 4 MB binding.
+func TestCandidatesBudgetCoversNodeTable(t *testing.T) {
+	const budget = 1200 * 1024 / 20 // a member's share when the group has 20
+	for _, tc := range []struct {
+		name        string
+		pods        int
+		podsPerNode int
+		ready       func(i int) bool
+		wantCut     bool
+	}{
+		{"one pod per node, over budget", 1000, 1, func(int) bool { return true }, true},
+		{"one pod per node, some not ready, over budget", 1000, 1, func(i int) bool { return i%3 != 0 }, true},
+		{"twenty pods per node, within budget", 800, 20, func(int) bool { return true }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			list := make([]Candidate, tc.pods)
+			for i := range list {
+				node := i / tc.podsPerNode
+				host := fmt.Sprintf("ip-10-0-%d-%d.eu-west-1.compute.internal", node/250, node%250+1)
+				list[i] = Candidate{Kind: CandidatePod, Name: fmt.Sprintf("ingress-nginx-controller-%05d", i), UID: ShortUID(uuid.NewUUID()),
+					IPs: []string{fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: tc.ready(i),
+					NodeName: host, NodeAddresses: []corev1.NodeAddress{
+						{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.0.%d.%d", node/250, node%250+1)},
+						{Type: corev1.NodeHostName, Address: host}, {Type: corev1.NodeInternalDNS, Address: host}}}
+			}
+			enc, truncated := EncodeCandidates(map[string]string{"weight": "1"}, list, budget)
+			g.Expect(truncated).To(Equal(tc.wantCut))
+			items, _ := json.Marshal(enc.Items)
+			nodes, _ := json.Marshal(enc.Nodes)
+			g.Expect(len(items)+len(nodes)).To(BeNumerically("<=", budget), "items %d bytes, node table %d bytes", len(items), len(nodes))
+			out, err := enc.Decode()
+			g.Expect(err).NotTo(HaveOccurred(), "every kept item refers to a node of the table")
+			if !tc.wantCut {
+				g.Expect(out).To(HaveLen(tc.pods))
+				return
+			}
+			g.Expect(len(out)).To(BeNumerically(">", tc.pods/4), "the budget still holds a good part of the pods")
+			used := map[string]bool{}
+			for _, c := range out {
+				g.Expect(c.Ready || len(out) == tc.pods).To(BeTrue(), "Ready candidates are kept first")
+				g.Expect(c.NodeAddresses).NotTo(BeEmpty(), "%s keeps its node's addresses", c.Name)
+				used[c.NodeName] = true
+			}
+			g.Expect(enc.Nodes).To(HaveLen(len(used)), "the table lists only the nodes of the candidates kept")
+		})
+	}
 }
