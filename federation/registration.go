@@ -68,14 +68,17 @@ func (r *registrationReporter) Reconcile(ctx context.Context, req ctrl.Request) 
 		if cr == nil || len(cr.items) == 0 {
 			continue
 		}
+		names := make([][]string, len(lbs))
+		for j, lb := range lbs {
+			names[j] = cr.recordNames(lb, bg.Name)
+		}
 		reg[item.ClusterName] = lbcfv1beta1.NewMemberRegistration(cr.items, func(i int) bool {
 			k := cr.itemBackend[i]
 			if k < 0 || len(lbs) == 0 {
 				return false
 			}
-			b := &cr.backends[k]
-			for _, lb := range lbs {
-				if !registered(b.RecordName(lb, bg.Name)) {
+			for j := range lbs {
+				if !registered(names[j][k]) {
 					return false
 				}
 			}

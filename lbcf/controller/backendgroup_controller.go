@@ -354,7 +354,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 				return
 			}
 			if !r.DryRun && o.verb != "Update" {
-				r.recent.wrote(bg.UID, o.br.Name, o.verb == "Delete", time.Now())
+				r.recent.wrote(bg.UID, o.br.Name, o.verb == "Delete", o.br.ResourceVersion, time.Now())
 			}
 			log.V(2).Info("record written", "op", o.verb, "record", o.br.Name)
 		}()

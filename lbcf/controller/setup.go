@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -189,6 +190,24 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 	r.recent = newRecentWrites()
 	if r.ResyncPeriod <= 0 {
 		r.ResyncPeriod = 5 * time.Minute
+	}
+	// How far the record cache has got, for the group's writes it does not show yet.
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &lbcfv1beta1.BackendRecord{})
+	if err != nil {
+		return fmt.Errorf("record informer: %w", err)
+	}
+	seen := func(o any) {
+		if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = t.Obj
+		}
+		if m, ok := o.(metav1.Object); ok {
+			r.recent.observe(m.GetResourceVersion())
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }, DeleteFunc: seen,
+	}); err != nil {
+		return fmt.Errorf("record informer: %w", err)
 	}
 	c := mgr.GetClient()
 	groupsOfLB := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
