@@ -37,12 +37,14 @@ type BackendRecordReconciler struct {
 	// BackendGroup reconciler by SetupEngine).
 	wakeups *recordWakeups
 	budget  *driverBudget
+	acted   *actedVersions // versions whose outcome is written, while the cache lags behind
 }
 
 func (r *BackendRecordReconciler) init() {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
+	r.acted = newActedVersions()
 	if r.wakeups == nil {
 		r.wakeups = newRecordWakeups()
 	}
@@ -60,6 +62,11 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			r.wakeups.done(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.acted.current(br.UID, br.ResourceVersion, time.Now()) {
+		// The cache does not show this record's last write yet: what it shows is done. Looked
+		// at again later, in case it is periodic work the requeue of that write was for.
+		return ctrl.Result{RequeueAfter: r.MinRetryDelay}, nil
 	}
 	w := writer{r.Client, r.DryRun, r.Metrics}
 	if br.DeletionTimestamp != nil {
@@ -140,6 +147,7 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		r.acted.done(br.UID, orig.ResourceVersion, time.Now())
 	}
 	return res, nil
 }
@@ -310,6 +318,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	if err := w.do(ctx, br, "Update", func() error { return client.IgnoreNotFound(r.Patch(ctx, br, client.MergeFrom(orig))) }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
+	r.acted.done(br.UID, orig.ResourceVersion, time.Now())
 	r.mu.Lock()
 	delete(r.ensured, br.UID)
 	r.mu.Unlock()
