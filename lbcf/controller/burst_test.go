@@ -1,11 +1,18 @@
 package controller_test
 
 import (
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
@@ -68,4 +75,58 @@ func TestBurstCallsDriverOncePerRecord(t *testing.T) {
 	g.Expect(e.drv.CountCalls(driver.DeregisterBackend)).To(Equal(n), "deregisterBackend calls")
 	// The group's deletions and the finalizer removals.
 	g.Expect(writes.of("backendrecords")).To(Equal(3*n), "record writes (create, delete, finalizer): %v", writes.snapshot())
+}
+
+// When a group's backends are replaced (here: its selector moves to new pods), the new backends'
+// records are not held back until every old record is deleted: creations and deletions
+// alternate, a creation first (make before break).
+func TestReplacedBackendsAreCreatedAlongsideDeletions(t *testing.T) {
+	e := newEnv(t)
+	g := e.g
+	var mu sync.Mutex
+	var seq []string // record creations (+) and deletions (-), in order
+	cfg := rest.CopyConfig(e.cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			rsp, err := rt.RoundTrip(req)
+			if testenv.APIResource(req) == "backendrecords" && strings.Contains(req.URL.Path, "/namespaces/"+e.ns+"/") {
+				mu.Lock()
+				switch req.Method {
+				case http.MethodPost:
+					seq = append(seq, "+")
+				case http.MethodDelete:
+					seq = append(seq, "-")
+				}
+				mu.Unlock()
+			}
+			return rsp, err
+		})
+	})
+	e.cfg = cfg
+	opts := fastOptions()
+	opts.WriteParallelism = 1 // the order of the writes is the order of the group's plan
+	e.start(opts)
+	e.driverObj("mem")
+	e.lb("lb1", "mem")
+	id := e.lbID("lb1")
+	const n = 4
+	var old, next []string
+	for i := 0; i < n; i++ {
+		e.pod("old-"+itoa(int32(i)), "old", "10.10.0."+itoa(int32(i+1)))
+		e.pod("new-"+itoa(int32(i)), "new", "10.10.1."+itoa(int32(i+1)))
+		old = append(old, "10.10.0."+itoa(int32(i+1))+":80")
+		next = append(next, "10.10.1."+itoa(int32(i+1))+":80")
+	}
+	e.podGroup("web", []string{"lb1"}, []int32{80}, func(bg *lbcfv1beta1.BackendGroup) { bg.Spec.Pods.ByLabel.Selector = map[string]string{"app": "old"} })
+	g.Eventually(e.backends(id), wait).Should(ConsistOf(old))
+	mu.Lock()
+	seq = nil
+	mu.Unlock()
+	bg := e.group("web")
+	bg.Spec.Pods.ByLabel.Selector = map[string]string{"app": "new"}
+	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	g.Eventually(e.backends(id), wait).Should(ConsistOf(next))
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(strings.Join(seq, "")).To(Equal(strings.Repeat("+-", n)), "record writes after the selector moved")
 }
