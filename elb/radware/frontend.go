@@ -780,11 +780,11 @@ func (f *Frontend) writeBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalan
 	if _, err := tx.EnsureRealServerPort(ctx, rs, 1, b.Port); err != nil {
 		return err
 	}
-	members, err := tx.Members(ctx, id)
+	st, ok, err := tx.Member(ctx, id, rs)
 	if err != nil {
 		return err
 	}
-	switch st, ok := members[rs]; {
+	switch {
 	case !ok:
 		_, err = tx.AddMember(ctx, id, rs)
 	case st != alteon.MemberEnabled:
@@ -807,11 +807,9 @@ func (f *Frontend) retire(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, r
 	var st alteon.MemberState
 	member := false
 	if ok && g.Name == lb.Owner {
-		members, err := tx.Members(ctx, id)
-		if err != nil {
+		if st, member, err = tx.Member(ctx, id, rs); err != nil {
 			return 0, err
 		}
-		st, member = members[rs]
 	}
 	if member && f.opts.DrainPeriod > 0 {
 		if st != alteon.MemberShutdownConnection {
