@@ -19,9 +19,17 @@ import (
 type FrontendOptions struct {
 	// Pair is the Alteon unit or HA pair to program.
 	Pair *alteon.Pair
-	// Window is how long the first change of a batch waits for more before the batch is committed
-	// (default 20ms). Changes arriving while a commit runs form the next batch anyway.
+	// Window is how long a batch waits for more changes after its latest one before it is
+	// committed (default 20ms): a lone change waits Window. Changes arriving while a commit runs
+	// form the next batch anyway.
 	Window time.Duration
+	// MaxWindow bounds that wait while changes keep coming (each within Window of the one
+	// before): a batch is committed at the latest MaxWindow after its first change arrived
+	// (default 1s; at most Window: no extension). A burst of calls that arrives over seconds —
+	// the pace of the API writes that cause them — becomes a few large commits instead of one
+	// per commit cycle; each of its changes is answered up to MaxWindow later, a lone change no
+	// later. Negative: no extension.
+	MaxWindow time.Duration
 	// MaxBatch caps the changes of one commit (0: no cap). 1 disables coalescing: every change
 	// gets its own apply and save (the baseline the coalescing is measured against).
 	MaxBatch int
@@ -44,6 +52,9 @@ type FrontendOptions struct {
 	Metrics *Metrics
 	Logger  logr.Logger
 }
+
+// DefaultMaxWindow is FrontendOptions.MaxWindow's default.
+const DefaultMaxWindow = time.Second
 
 // Frontend programs L4 load balancers on an Alteon pair. Concurrent changes are coalesced: all
 // changes queued within a short window (or while a commit runs) are written in one transaction
@@ -75,6 +86,12 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 	}
 	if opts.Window <= 0 {
 		opts.Window = 20 * time.Millisecond
+	}
+	switch {
+	case opts.MaxWindow == 0:
+		opts.MaxWindow = DefaultMaxWindow
+	case opts.MaxWindow < opts.Window:
+		opts.MaxWindow = opts.Window
 	}
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 5 * time.Minute
@@ -136,6 +153,7 @@ func IsRejected(err error) bool {
 // change is one caller's part of a transaction. fn must refuse (RejectedError) before writing
 // anything, and must be idempotent: a transaction is run again on a new master.
 type change struct {
+	at   time.Time // queued
 	what string
 	fn   func(ctx context.Context, tx *alteon.Tx) error
 	done chan struct{}
@@ -145,7 +163,7 @@ type change struct {
 // submit queues fn and waits until the transaction holding it committed or failed. A caller that
 // gives up (ctx) still has its change committed; callers retry idempotently.
 func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.Context, tx *alteon.Tx) error) error {
-	ch := &change{what: what, fn: fn, done: make(chan struct{})}
+	ch := &change{at: time.Now(), what: what, fn: fn, done: make(chan struct{})}
 	f.mu.Lock()
 	f.pending = append(f.pending, ch)
 	if !f.busy {
@@ -163,7 +181,7 @@ func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.
 
 func (f *Frontend) drain() {
 	for {
-		time.Sleep(f.opts.Window)
+		f.gather()
 		f.mu.Lock()
 		n := len(f.pending)
 		if f.opts.MaxBatch > 0 && n > f.opts.MaxBatch {
@@ -181,6 +199,27 @@ func (f *Frontend) drain() {
 		for _, ch := range batch {
 			close(ch.done)
 		}
+	}
+}
+
+// gather returns once the pending batch is complete: Window after its latest change, or MaxWindow
+// after its first one while changes keep coming.
+func (f *Frontend) gather() {
+	for {
+		f.mu.Lock()
+		var until time.Time
+		if n := len(f.pending); n > 0 {
+			until = f.pending[n-1].at.Add(f.opts.Window)
+			if limit := f.pending[0].at.Add(f.opts.MaxWindow); limit.Before(until) {
+				until = limit
+			}
+		}
+		f.mu.Unlock()
+		wait := time.Until(until)
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(wait)
 	}
 }
 
