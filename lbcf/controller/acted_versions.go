@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -26,14 +27,15 @@ type actedVersions struct {
 }
 
 type actedVersion struct {
-	rv string
-	at time.Time
+	rvs []string // the version acted on, and any the reconcile wrote before its outcome
+	at  time.Time
 }
 
 func newActedVersions() *actedVersions { return &actedVersions{m: map[types.UID]actedVersion{}} }
 
-// done notes that the record's version rv was acted on and the outcome written.
-func (a *actedVersions) done(uid types.UID, rv string, at time.Time) {
+// done notes that the record's versions rvs (the one the reconcile read, and those its own writes
+// made before the outcome's, e.g. the address) were acted on and the outcome written.
+func (a *actedVersions) done(uid types.UID, at time.Time, rvs ...string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if at.Sub(a.pruned) > actedVersionTTL {
@@ -44,7 +46,7 @@ func (a *actedVersions) done(uid types.UID, rv string, at time.Time) {
 			}
 		}
 	}
-	a.m[uid] = actedVersion{rv: rv, at: at}
+	a.m[uid] = actedVersion{rvs: rvs, at: at}
 }
 
 // current reports whether the cache still shows the version of the record that was acted on
@@ -56,7 +58,7 @@ func (a *actedVersions) current(uid types.UID, rv string, now time.Time) bool {
 	switch {
 	case !ok:
 		return false
-	case v.rv == rv && now.Sub(v.at) <= actedVersionTTL:
+	case slices.Contains(v.rvs, rv) && now.Sub(v.at) <= actedVersionTTL:
 		return true
 	}
 	delete(a.m, uid)

@@ -134,6 +134,9 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The versions a reconcile may find in a lagging cache once the outcome is written: the one
+	// it read, and the one its address write made.
+	actedOn := []string{orig.ResourceVersion, br.ResourceVersion}
 	if !hadAddr && recordAddr(br) != "" {
 		if dup, holders, err = r.duplicateCondition(ctx, br); err != nil {
 			return ctrl.Result{}, err
@@ -147,7 +150,7 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if err := w.do(ctx, br, "UpdateStatus", func() error { return r.Status().Patch(ctx, br, client.MergeFrom(orig)) }); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		r.acted.done(br.UID, orig.ResourceVersion, time.Now())
+		r.acted.done(br.UID, time.Now(), actedOn...)
 	}
 	return res, nil
 }
@@ -318,7 +321,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	if err := w.do(ctx, br, "Update", func() error { return client.IgnoreNotFound(r.Patch(ctx, br, client.MergeFrom(orig))) }); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
-	r.acted.done(br.UID, orig.ResourceVersion, time.Now())
+	r.acted.done(br.UID, time.Now(), orig.ResourceVersion)
 	r.mu.Lock()
 	delete(r.ensured, br.UID)
 	r.mu.Unlock()
