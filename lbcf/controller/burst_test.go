@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -119,12 +120,14 @@ func TestReplacedBackendsAreCreatedAlongsideDeletions(t *testing.T) {
 	}
 	e.podGroup("web", []string{"lb1"}, []int32{80}, func(bg *lbcfv1beta1.BackendGroup) { bg.Spec.Pods.ByLabel.Selector = map[string]string{"app": "old"} })
 	g.Eventually(e.backends(id), wait).Should(ConsistOf(old))
+	g.Eventually(func() int32 { return e.group("web").Status.RegisteredBackends }, wait).Should(Equal(int32(n)))
 	mu.Lock()
 	seq = nil
 	mu.Unlock()
 	bg := e.group("web")
+	orig := bg.DeepCopy()
 	bg.Spec.Pods.ByLabel.Selector = map[string]string{"app": "new"}
-	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	g.Expect(e.c.Patch(e.ctx, bg, client.MergeFrom(orig))).To(Succeed())
 	g.Eventually(e.backends(id), wait).Should(ConsistOf(next))
 	mu.Lock()
 	defer mu.Unlock()
