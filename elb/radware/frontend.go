@@ -24,10 +24,11 @@ type FrontendOptions struct {
 	// form the next batch anyway.
 	Window time.Duration
 	// MaxWindow bounds that wait while changes keep coming (each within Window of the one
-	// before): a batch is committed at the latest MaxWindow after its first change arrived
-	// (default 1s; at most Window: no extension). A burst of calls that arrives over seconds —
-	// the pace of the API writes that cause them — becomes a few large commits instead of one
-	// per commit cycle; each of its changes is answered up to MaxWindow later, a lone change no
+	// before; in a burst — changes came while the last commit ran — within MaxWindow/4): a batch
+	// is committed at the latest MaxWindow after its first change arrived (default 1s; at most
+	// Window: no extension). A burst of calls that arrives over seconds — the pace of the API
+	// writes that cause them — becomes a few large commits instead of one per commit cycle; each
+	// of its changes is answered up to MaxWindow later, a lone change on an idle frontend no
 	// later. Negative: no extension.
 	MaxWindow time.Duration
 	// MaxBatch caps the changes of one commit (0: no cap). 1 disables coalescing: every change
@@ -180,8 +181,9 @@ func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.
 }
 
 func (f *Frontend) drain() {
+	burst := false
 	for {
-		f.gather()
+		f.gather(burst)
 		f.mu.Lock()
 		n := len(f.pending)
 		if f.opts.MaxBatch > 0 && n > f.opts.MaxBatch {
@@ -199,17 +201,26 @@ func (f *Frontend) drain() {
 		for _, ch := range batch {
 			close(ch.done)
 		}
+		f.mu.Lock()
+		burst = len(f.pending) > 0 // changes came while it committed
+		f.mu.Unlock()
 	}
 }
 
 // gather returns once the pending batch is complete: Window after its latest change, or MaxWindow
-// after its first one while changes keep coming.
-func (f *Frontend) gather() {
+// after its first one while changes keep coming. In a burst (changes came while the last commit
+// ran) a batch waits for MaxWindow/4 without a change before MaxWindow: the calls of a burst come
+// at the pace of the API writes that cause them, in clumps with gaps longer than Window.
+func (f *Frontend) gather(burst bool) {
+	quiet := f.opts.Window
+	if burst {
+		quiet = max(quiet, f.opts.MaxWindow/4)
+	}
 	for {
 		f.mu.Lock()
 		var until time.Time
 		if n := len(f.pending); n > 0 {
-			until = f.pending[n-1].at.Add(f.opts.Window)
+			until = f.pending[n-1].at.Add(quiet)
 			if limit := f.pending[0].at.Add(f.opts.MaxWindow); limit.Before(until) {
 				until = limit
 			}
