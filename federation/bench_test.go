@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -46,7 +47,16 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 	if err != nil {
 		tb.Fatal(err)
 	}
-	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair, Logger: log})
+	fo := radware.FrontendOptions{Pair: pair, Logger: log}
+	// The burst window's default, or another one to compare (e.g. -1 for none).
+	if v := os.Getenv("LBFED_BENCH_RADWARE_MAX_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fo.MaxWindow = d
+	}
+	fe, err := radware.NewFrontend(fo)
 	if err != nil {
 		tb.Fatal(err)
 	}
