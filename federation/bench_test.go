@@ -99,6 +99,8 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 //	fully programmed (seen by the benchmark)  1    7.76     7.76
 //	changes per device commit: [2 223 195 384 19 175 1], 0.4-1.0 s each
 //
+// What the stages show:
+//
 //   - The group's own writes: 498 creations (each after its generateBackendAddr) and 501
 //     deletions, alternating, a creation first: both done by 2.8 s. Before, every deletion came
 //     first and the creations (and so the registrations) 1.3-10 s after the binding write.
