@@ -82,6 +82,7 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 //
 //	go test ./federation -run XXX -bench FederatedBackendChanges -benchtime 1x -v
 //	LBFED_BENCH_RADWARE_MAX_WINDOW=-1ns …   # the Radware frontend without its burst window
+//	LBFED_BENCH_RECORD_WORKERS=1024 …       # more record workers, and so a larger call budget
 //
 // Where the time goes (shared 2-core machine, other agents' benchmarks and e2e topologies running,
 // load 5-12; single runs vary 2× with the load, so the stages matter more than the totals; one
@@ -110,7 +111,10 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 //     more slots than that: a commit takes at most the 384 calls in flight, the others wait for
 //     it (calls until 5.4 s for writes done by 2.8 s). This is the next bottleneck, with the
 //     device's commit time under CPU contention (0.4-1.0 s per commit at load 5, up to 3 s at
-//     load 9).
+//     load 9). With 1,024 record workers (budget 768) no record had to store its own address
+//     (498 status writes against 635 in the run beside it, load 11); applies and time were not
+//     better at that load (11 vs 10 applies, 15.7 vs 14.3 s): the API server (1,000 writes in
+//     11 s) bounded both runs.
 //   - The records' writes: one Registered status per new record and one finalizer removal per
 //     removed one, nothing more (≈ 20 status writes more when the group found the budget spent
 //     and a record stored its generated address itself). Before: a record requeued while its
