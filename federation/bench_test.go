@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -46,7 +47,16 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 	if err != nil {
 		tb.Fatal(err)
 	}
-	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair, Logger: log})
+	fo := radware.FrontendOptions{Pair: pair, Logger: log}
+	// The burst window's default, or another one to compare (e.g. -1 for none).
+	if v := os.Getenv("LBFED_BENCH_RADWARE_MAX_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fo.MaxWindow = d
+	}
+	fe, err := radware.NewFrontend(fo)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -67,32 +77,59 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 // the 999 registered pods replaced by 500 new ones, spread over the members). Measured: device
 // applies and time until the group is fully programmed again (every expected backend registered,
 // every removed one deregistered). Target ≤ 5 applies and < 5 s. The stages (API writes of the
-// controller, driver calls, device commits: count, first and last) are logged with -v.
+// controller, driver calls, device commits with their size and duration: count, first and last)
+// are logged with -v.
 //
 //	go test ./federation -run XXX -bench FederatedBackendChanges -benchtime 1x -v
+//	LBFED_BENCH_RADWARE_MAX_WINDOW=-1ns …   # the Radware frontend without its burst window
+//	LBFED_BENCH_RECORD_WORKERS=1024 …       # more record workers, and so a larger call budget
 //
-// Where the time goes (shared 2-core machine, other agents' e2e topologies running, load 4-7;
-// single runs vary 2× with the load, so stages matter more than totals):
+// Where the time goes (shared 2-core machine, other agents' benchmarks and e2e topologies running,
+// load 5-12; single runs vary 2× with the load, so the stages matter more than the totals; one
+// run at load 5):
 //
-//   - binding written → group reconcile: < 0.1 s (its first DELETE 0.04-0.09 s after).
-//   - The group's own writes: 501 DELETEs, then 498 creates (each after its generateBackendAddr):
-//     2.5-10 s, paced by the API server. Every driver call waits for one of them.
-//   - Deregistration: deregisterBackend follows each DELETE within ms; its answer waits for the
-//     device commit; then the finalizer PATCH (≈ 500).
-//   - Registration: ensureBackend follows each create (with the address: no write between); its
-//     answer waits for the commit; then the Registered PATCH (≈ 500; the baseline also wrote the
-//     address first, ≈ 1,000 status writes and 500 generateBackendAddr calls held behind the
-//     deregistrations' driver slots).
-//   - Device: before the simulator fix, the Alteon simulator itself took half of the process's CPU
-//     (every read encoded the whole table, O(n²): pprof serveView → encodeRow → children →
-//     rowKey → fmt) — 31 s of CPU per run, 10 s after, on the cores the API server needs. With
-//     cheap commits, the number of applies is the number of commit cycles over the spread of
-//     the driver calls: 15-23 small commits when the calls trickle in at the API write rate
-//     (7-10 when each commit took a second of simulator CPU).
+//	stage                                     n    first s  last s
+//	driver generateBackendAddr called         498  0.03     4.74
+//	driver deregisterBackend called           501  0.04     4.85
+//	api DELETE backendrecords                 501  0.04     2.79
+//	api POST backendrecords                   498  0.06     2.78
+//	driver ensureBackend called               498  0.12     5.37
+//	device commit                             7    0.49     6.79
+//	api PATCH backendrecords                  501  0.61     6.90
+//	api PATCH backendrecords/status           518  2.12     6.93
+//	fully programmed (seen by the benchmark)  1    7.76     7.76
+//	changes per device commit: [2 223 195 384 19 175 1], 0.4-1.0 s each
 //
-// So ≈ 2,000 record writes (1,000 by the group, 1,000 by the records) at the API server's rate on
-// this machine (≈ 100-450/s) dominate: 11-30 s in single runs of both baseline and this code,
-// 7-23 applies. Not reached: ≤ 5 applies, < 5 s.
+// What the stages show:
+//
+//   - The group's own writes: 498 creations (each after its generateBackendAddr) and 501
+//     deletions, alternating, a creation first: both done by 2.8 s. Before, every deletion came
+//     first and the creations (and so the registrations) 1.3-10 s after the binding write.
+//   - Driver calls follow each write within ms while the driver's call budget lasts (384: three
+//     quarters of the 512 record workers); each is answered after its device commit, so each
+//     holds a slot for the burst window and a commit, and a burst at the API write rate needs
+//     more slots than that: a commit takes at most the 384 calls in flight, the others wait for
+//     it (calls until 5.4 s for writes done by 2.8 s). This is the next bottleneck, with the
+//     device's commit time under CPU contention (0.4-1.0 s per commit at load 5, up to 3 s at
+//     load 9). With 1,024 record workers (budget 768) no record had to store its own address
+//     (498 status writes against 635 in the run beside it, load 11); applies and time were not
+//     better at that load (11 vs 10 applies, 15.7 vs 14.3 s): the API server (1,000 writes in
+//     11 s) bounded both runs.
+//   - The records' writes: one Registered status per new record and one finalizer removal per
+//     removed one, nothing more (≈ 20 status writes more when the group found the budget spent
+//     and a record stored its generated address itself). Before: a record requeued while its
+//     call ran (wake-up, safety-net requeue) found the version it had just written over in the
+//     lagging cache and did it again: 525-741 ensureBackend and 505-686 deregisterBackend calls,
+//     up to 983 status writes and 4-124 finalizer patches refused 404.
+//   - Device: the Radware frontend commits a burst's calls in batches of up to MaxWindow (1 s)
+//     (idle: a lone change waits 20ms as before, BenchmarkLoneChange): 7-11 applies, 12-14
+//     without the burst window, 12-18 before.
+//
+// Same session, alternating runs (base = a9ed41e), load 5-12: s-to-programmed base 12.1, 16.5,
+// 17.7, 18.1, 21.4, 28.8 (median 17.9); this code 7.8, 13.0, 13.7, 14.8, 19.5 (median 13.7,
+// 0.77×; pairwise 0.45-1.13×); applies base 12-18 (median 14), this code 7-11 (median 9, 0.64×);
+// record writes (creations, deletions, statuses, finalizers) ≈ 2,000-2,020 against 2,030-2,400.
+// Not reached: ≤ 5 applies, < 5 s.
 func BenchmarkFederatedBackendChanges(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()

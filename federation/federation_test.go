@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,6 +124,12 @@ func (e *env) startController(grace time.Duration) {
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
 	}}
+	// Benchmarks: another number of record workers (and so driver call budget) to compare.
+	if v := os.Getenv("LBFED_BENCH_RECORD_WORKERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		e.g.Expect(err).NotTo(HaveOccurred())
+		opts.BackendRecordWorkers = n
+	}
 	_, err = federation.Setup(ctx, mgr, opts)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)

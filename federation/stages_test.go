@@ -24,7 +24,8 @@ type stages struct {
 	mu    sync.Mutex
 	start time.Time
 	at    map[string][]time.Duration
-	sizes []int // changes per device commit
+	sizes []int           // changes per device commit
+	took  []time.Duration // duration of each device commit
 }
 
 func newStages() *stages { return &stages{start: time.Now(), at: map[string][]time.Duration{}} }
@@ -33,7 +34,7 @@ func newStages() *stages { return &stages{start: time.Now(), at: map[string][]ti
 func (s *stages) restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.start, s.at, s.sizes = time.Now(), map[string][]time.Duration{}, nil
+	s.start, s.at, s.sizes, s.took = time.Now(), map[string][]time.Duration{}, nil, nil
 }
 
 func (s *stages) mark(name string) {
@@ -60,18 +61,30 @@ func (s *stages) table() string {
 	}
 	_ = w.Flush()
 	fmt.Fprintf(&b, "changes per device commit: %v\n", s.sizes)
+	took := make([]string, len(s.took))
+	for i, d := range s.took {
+		took[i] = fmt.Sprintf("%.2f", d.Seconds())
+	}
+	fmt.Fprintf(&b, "seconds per device commit: %v\n", took)
 	return b.String()
 }
 
 // traceAPI marks every mutating request of the controller built from cfg, when it is answered
-// ("api PATCH backendrecords/status").
+// ("api PATCH backendrecords/status"; "… (409)" when refused).
 func (s *stages) traceAPI(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			rsp, err := rt.RoundTrip(req)
 			if req.Method != http.MethodGet {
-				s.mark("api " + req.Method + " " + testenv.APIResource(req))
+				name := "api " + req.Method + " " + testenv.APIResource(req)
+				switch {
+				case err != nil:
+					name += " (error)"
+				case rsp.StatusCode >= 300:
+					name += fmt.Sprintf(" (%d)", rsp.StatusCode)
+				}
+				s.mark(name)
 			}
 			return rsp, err
 		})
@@ -118,13 +131,18 @@ func (k stageSink) Info(_ int, msg string, kv ...any) {
 	}
 	k.s.mark("device commit")
 	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i] == "changes" {
-			if n, ok := kv[i+1].(int); ok {
-				k.s.mu.Lock()
-				k.s.sizes = append(k.s.sizes, n)
-				k.s.mu.Unlock()
+		k.s.mu.Lock()
+		switch v := kv[i+1].(type) {
+		case int:
+			if kv[i] == "changes" {
+				k.s.sizes = append(k.s.sizes, v)
+			}
+		case time.Duration:
+			if kv[i] == "duration" {
+				k.s.took = append(k.s.took, v)
 			}
 		}
+		k.s.mu.Unlock()
 	}
 }
 func (stageSink) Error(error, string, ...any)      {}

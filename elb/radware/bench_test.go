@@ -230,3 +230,41 @@ func runPoisonedBatch(b *testing.B, legacy, dropPoison bool) poisonResult {
 	b.Logf("legacy=%v dropPoison=%v: %d/%d good changes committed, %d applies, %.2fs", legacy, dropPoison, good, benchChanges-1, r.applies, r.seconds)
 	return r
 }
+
+// BenchmarkLoneChange measures how long one backend change, alone on an idle frontend (500
+// backends registered), takes until its caller is answered: the commit window plus one commit.
+// A burst's batching must not make it wait longer.
+//
+//	go test ./elb/radware -run '^$' -bench LoneChange -benchtime 20x
+func BenchmarkLoneChange(b *testing.B) {
+	e := newTestEnv(b, envOptions{
+		sim:      alteonsim.Options{ApplyDuration: 10 * time.Millisecond, SaveDuration: 2 * time.Millisecond, SyncDuration: 5 * time.Millisecond},
+		frontend: FrontendOptions{Window: 20 * time.Millisecond},
+	})
+	ctx := context.Background()
+	lb, err := ParseLoadBalancer(lbSpec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lb.Owner = "lbfed"
+	_, err = e.pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+		var backends []Backend
+		for i := 0; i < benchExisting; i++ {
+			backends = append(backends, benchBackend(i))
+		}
+		return e.fe.syncLB(ctx, tx, lb, backends, time.Now(), &SyncResult{})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	info := lb.Info()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := &driver.BackendOperationRequest{LBInfo: info, BackendAddr: benchBackend(benchExisting + i).String()}
+		rsp, err := e.client.EnsureBackend(ctx, req)
+		if err != nil || rsp.Status != driver.StatusSucc {
+			b.Fatalf("ensureBackend: %v %+v", err, rsp)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms-answered/op")
+}

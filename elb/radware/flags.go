@@ -33,6 +33,7 @@ type Flags struct {
 	// RevertForeign discards other writers' pending edits (alteon.PairOptions.RevertForeign).
 	RevertForeign bool
 	Window        time.Duration
+	MaxWindow     time.Duration
 	DrainPeriod   time.Duration
 	ProxyIPMode   int
 	// HealthCheck is the real servers' health-check timing (load balancer attributes override it).
@@ -51,7 +52,8 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.ApplyTimeout, "alteon-apply-timeout", 3*time.Minute, "longest wait for one apply")
 	fs.DurationVar(&f.ForeignWait, "alteon-foreign-wait", 20*time.Second, "how long a transaction waits for configuration another writer left pending on the master to be applied or reverted before it fails (it is never discarded)")
 	fs.BoolVar(&f.RevertForeign, "alteon-revert-foreign-edits", false, "discard configuration pending on the master that is not this process's before each transaction (only for a pair nothing else edits, e.g. after a crash mid-transaction)")
-	fs.DurationVar(&f.Window, "radware-commit-window", 50*time.Millisecond, "how long a change waits for others to share its apply and save")
+	fs.DurationVar(&f.Window, "radware-commit-window", 50*time.Millisecond, "how long a change waits for others to share its apply and save (counted from the latest change of the batch)")
+	fs.DurationVar(&f.MaxWindow, "radware-commit-max-window", DefaultMaxWindow, "longest wait of a batch's first change while changes keep coming (each within --radware-commit-window of the previous one): a burst becomes a few commits, each of its changes answered up to this much later; a lone change waits only --radware-commit-window (at most --radware-commit-window: no extension)")
 	fs.DurationVar(&f.DrainPeriod, "radware-drain-period", 30*time.Second, "how long a removed backend stays in shutdown-connection before it is deleted (0: at once)")
 	fs.IntVar(&f.ProxyIPMode, "radware-proxy-ip-mode", 0, "ProxyIpMode of the virtual services: 0 ingress, 1 egress, 2 address, 3 nwclss, 4 disable")
 	fs.IntVar(&f.HealthCheck.Interval, "radware-health-check-interval", DefaultHealthTiming.Interval, "seconds between two health checks of a real server (its PingInterval, 1..600; the device's default); a LoadBalancer's healthCheckInterval attribute overrides it")
@@ -134,7 +136,7 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 		return nil, err
 	}
 	return NewFrontend(FrontendOptions{
-		Pair: pair, Window: f.Window, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode, HealthCheck: f.HealthCheck,
+		Pair: pair, Window: f.Window, MaxWindow: f.MaxWindow, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode, HealthCheck: f.HealthCheck,
 		Metrics: metrics, Logger: log.WithName("frontend"),
 	})
 }

@@ -19,9 +19,18 @@ import (
 type FrontendOptions struct {
 	// Pair is the Alteon unit or HA pair to program.
 	Pair *alteon.Pair
-	// Window is how long the first change of a batch waits for more before the batch is committed
-	// (default 20ms). Changes arriving while a commit runs form the next batch anyway.
+	// Window is how long a batch waits for more changes after its latest one before it is
+	// committed (default 20ms): a lone change waits Window. Changes arriving while a commit runs
+	// form the next batch anyway.
 	Window time.Duration
+	// MaxWindow bounds that wait while changes keep coming (each within Window of the one
+	// before; in a burst — changes came while the last commit ran — within MaxWindow/4): a batch
+	// is committed at the latest MaxWindow after its first change arrived (default 1s; at most
+	// Window: no extension). A burst of calls that arrives over seconds — the pace of the API
+	// writes that cause them — becomes a few large commits instead of one per commit cycle; each
+	// of its changes is answered up to MaxWindow later, a lone change on an idle frontend no
+	// later. Negative: no extension.
+	MaxWindow time.Duration
 	// MaxBatch caps the changes of one commit (0: no cap). 1 disables coalescing: every change
 	// gets its own apply and save (the baseline the coalescing is measured against).
 	MaxBatch int
@@ -44,6 +53,9 @@ type FrontendOptions struct {
 	Metrics *Metrics
 	Logger  logr.Logger
 }
+
+// DefaultMaxWindow is FrontendOptions.MaxWindow's default.
+const DefaultMaxWindow = time.Second
 
 // Frontend programs L4 load balancers on an Alteon pair. Concurrent changes are coalesced: all
 // changes queued within a short window (or while a commit runs) are written in one transaction
@@ -75,6 +87,12 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 	}
 	if opts.Window <= 0 {
 		opts.Window = 20 * time.Millisecond
+	}
+	switch {
+	case opts.MaxWindow == 0:
+		opts.MaxWindow = DefaultMaxWindow
+	case opts.MaxWindow < opts.Window:
+		opts.MaxWindow = opts.Window
 	}
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 5 * time.Minute
@@ -136,6 +154,7 @@ func IsRejected(err error) bool {
 // change is one caller's part of a transaction. fn must refuse (RejectedError) before writing
 // anything, and must be idempotent: a transaction is run again on a new master.
 type change struct {
+	at   time.Time // queued
 	what string
 	fn   func(ctx context.Context, tx *alteon.Tx) error
 	done chan struct{}
@@ -145,7 +164,7 @@ type change struct {
 // submit queues fn and waits until the transaction holding it committed or failed. A caller that
 // gives up (ctx) still has its change committed; callers retry idempotently.
 func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.Context, tx *alteon.Tx) error) error {
-	ch := &change{what: what, fn: fn, done: make(chan struct{})}
+	ch := &change{at: time.Now(), what: what, fn: fn, done: make(chan struct{})}
 	f.mu.Lock()
 	f.pending = append(f.pending, ch)
 	if !f.busy {
@@ -162,8 +181,9 @@ func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.
 }
 
 func (f *Frontend) drain() {
+	burst := false
 	for {
-		time.Sleep(f.opts.Window)
+		f.gather(burst)
 		f.mu.Lock()
 		n := len(f.pending)
 		if f.opts.MaxBatch > 0 && n > f.opts.MaxBatch {
@@ -181,6 +201,36 @@ func (f *Frontend) drain() {
 		for _, ch := range batch {
 			close(ch.done)
 		}
+		f.mu.Lock()
+		burst = len(f.pending) > 0 // changes came while it committed
+		f.mu.Unlock()
+	}
+}
+
+// gather returns once the pending batch is complete: Window after its latest change, or MaxWindow
+// after its first one while changes keep coming. In a burst (changes came while the last commit
+// ran) a batch waits for MaxWindow/4 without a change before MaxWindow: the calls of a burst come
+// at the pace of the API writes that cause them, in clumps with gaps longer than Window.
+func (f *Frontend) gather(burst bool) {
+	quiet := f.opts.Window
+	if burst {
+		quiet = max(quiet, f.opts.MaxWindow/4)
+	}
+	for {
+		f.mu.Lock()
+		var until time.Time
+		if n := len(f.pending); n > 0 {
+			until = f.pending[n-1].at.Add(quiet)
+			if limit := f.pending[0].at.Add(f.opts.MaxWindow); limit.Before(until) {
+				until = limit
+			}
+		}
+		f.mu.Unlock()
+		wait := time.Until(until)
+		if wait <= 0 {
+			return
+		}
+		time.Sleep(wait)
 	}
 }
 
@@ -780,11 +830,11 @@ func (f *Frontend) writeBackend(ctx context.Context, tx *alteon.Tx, lb LoadBalan
 	if _, err := tx.EnsureRealServerPort(ctx, rs, 1, b.Port); err != nil {
 		return err
 	}
-	members, err := tx.Members(ctx, id)
+	st, ok, err := tx.Member(ctx, id, rs)
 	if err != nil {
 		return err
 	}
-	switch st, ok := members[rs]; {
+	switch {
 	case !ok:
 		_, err = tx.AddMember(ctx, id, rs)
 	case st != alteon.MemberEnabled:
@@ -807,11 +857,9 @@ func (f *Frontend) retire(ctx context.Context, tx *alteon.Tx, lb LoadBalancer, r
 	var st alteon.MemberState
 	member := false
 	if ok && g.Name == lb.Owner {
-		members, err := tx.Members(ctx, id)
-		if err != nil {
+		if st, member, err = tx.Member(ctx, id, rs); err != nil {
 			return 0, err
 		}
-		st, member = members[rs]
 	}
 	if member && f.opts.DrainPeriod > 0 {
 		if st != alteon.MemberShutdownConnection {

@@ -37,12 +37,14 @@ type BackendRecordReconciler struct {
 	// BackendGroup reconciler by SetupEngine).
 	wakeups *recordWakeups
 	budget  *driverBudget
+	acted   *actedVersions // versions whose outcome is written, while the cache lags behind
 }
 
 func (r *BackendRecordReconciler) init() {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
+	r.acted = newActedVersions()
 	if r.wakeups == nil {
 		r.wakeups = newRecordWakeups()
 	}
@@ -60,6 +62,11 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 			r.wakeups.done(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.acted.current(br.UID, br.ResourceVersion, time.Now()) {
+		// The cache does not show this record's last write yet: what it shows is done. Looked
+		// at again later, in case it is periodic work the requeue of that write was for.
+		return ctrl.Result{RequeueAfter: r.MinRetryDelay}, nil
 	}
 	w := writer{r.Client, r.DryRun, r.Metrics}
 	if br.DeletionTimestamp != nil {
@@ -127,6 +134,9 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// The versions a reconcile may find in a lagging cache once the outcome is written: the one
+	// it read, and the one its address write made.
+	actedOn := []string{orig.ResourceVersion, br.ResourceVersion}
 	if !hadAddr && recordAddr(br) != "" {
 		if dup, holders, err = r.duplicateCondition(ctx, br); err != nil {
 			return ctrl.Result{}, err
@@ -140,6 +150,7 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if err := w.update(ctx, br, orig, "UpdateStatus", true); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
+		r.acted.done(br.UID, time.Now(), actedOn...)
 	}
 	return res, nil
 }
@@ -310,6 +321,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	if err := client.IgnoreNotFound(w.update(ctx, br, orig, "Update", false)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
+	r.acted.done(br.UID, time.Now(), orig.ResourceVersion)
 	r.mu.Lock()
 	delete(r.ensured, br.UID)
 	r.mu.Unlock()

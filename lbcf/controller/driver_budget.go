@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -57,6 +58,13 @@ func (b *driverBudget) acquire(drv string, unhealthy bool, key types.NamespacedN
 	s := b.slots(drv)
 	if s.inFlight < b.limit(s, unhealthy) {
 		s.inFlight++
+		if s.isParked[key] {
+			// Requeued by something else (its safety-net requeue, a change) before its turn: it
+			// no longer waits, and a wake-up later would only run it again for nothing (or,
+			// with a cache that does not show its last write yet, call the driver twice).
+			delete(s.isParked, key)
+			s.parked = slices.DeleteFunc(s.parked, func(k types.NamespacedName) bool { return k == key })
+		}
 		return true
 	}
 	if !s.isParked[key] {

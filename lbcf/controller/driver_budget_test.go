@@ -40,6 +40,16 @@ func TestDriverBudget(t *testing.T) {
 			{op: "release", drv: "d", woken: []string{"e"}},
 			{op: "release", drv: "d", woken: nil},
 		}},
+		{"a parked record that gets a slot on its own is not woken again", []step{
+			{op: "acquire", drv: "d", key: "a", want: true},
+			{op: "acquire", drv: "d", key: "b", want: true},
+			{op: "acquire", drv: "d", key: "c", want: false},
+			{op: "acquire", drv: "d", key: "e", want: false},
+			{op: "release", drv: "d", woken: []string{"c"}},
+			{op: "acquire", drv: "d", key: "e", want: true}, // its safety-net requeue came first
+			{op: "release", drv: "d", woken: nil},           // c was woken already, e runs
+			{op: "release", drv: "d", woken: nil},
+		}},
 		{"an unhealthy driver gets the degraded budget", []step{
 			{op: "acquire", drv: "d", key: "a", unhealthy: true, want: true},
 			{op: "acquire", drv: "d", key: "b", unhealthy: true, want: false},

@@ -300,19 +300,27 @@ func (tx *Tx) Members(ctx context.Context, group string) (map[string]MemberState
 	return out, nil
 }
 
-func (tx *Tx) member(ctx context.Context, group, server string) (MemberState, bool, error) {
-	m, err := tx.Members(ctx, group)
-	if err != nil {
-		return 0, false, err
+// Member returns one member's state, and whether server is a member of group. The group's
+// members are read once per transaction; unlike Members, a lookup does not copy them all: a
+// batch of changes to a group of thousands of members looks one up per change.
+func (tx *Tx) Member(ctx context.Context, group, server string) (MemberState, bool, error) {
+	t := tx.cache(TableGroupRealServer)
+	if !t.knownAbsent([]string{group}) {
+		if _, err := tx.list(ctx, TableGroupRealServer, group); err != nil {
+			return 0, false, err
+		}
 	}
-	st, ok := m[server]
-	return st, ok, nil
+	r := t.rows[key([]string{group, server})]
+	if r == nil {
+		return 0, false, nil
+	}
+	return MemberState(r.Int("State")), true, nil
 }
 
 // AddMember adds a real server to a group through the AddServer action column, unless it is a
 // member already.
 func (tx *Tx) AddMember(ctx context.Context, group, server string) (bool, error) {
-	if _, ok, err := tx.member(ctx, group, server); err != nil || ok {
+	if _, ok, err := tx.Member(ctx, group, server); err != nil || ok {
 		return false, err
 	}
 	if err := tx.write(ctx, TableGroup, []string{group}, map[string]any{"AddServer": server}); err != nil {
@@ -324,7 +332,7 @@ func (tx *Tx) AddMember(ctx context.Context, group, server string) (bool, error)
 
 // SetMemberState changes a member's state (e.g. MemberShutdownConnection to drain it).
 func (tx *Tx) SetMemberState(ctx context.Context, group, server string, st MemberState) (bool, error) {
-	cur, ok, err := tx.member(ctx, group, server)
+	cur, ok, err := tx.Member(ctx, group, server)
 	if err != nil || !ok || cur == st {
 		if err == nil && !ok {
 			err = fmt.Errorf("real server %s is not a member of group %s", server, group)
@@ -337,7 +345,7 @@ func (tx *Tx) SetMemberState(ctx context.Context, group, server string, st Membe
 // RemoveMember removes a real server from a group through the RemoveServer action column, if it
 // is a member.
 func (tx *Tx) RemoveMember(ctx context.Context, group, server string) (bool, error) {
-	if _, ok, err := tx.member(ctx, group, server); err != nil || !ok {
+	if _, ok, err := tx.Member(ctx, group, server); err != nil || !ok {
 		return false, err
 	}
 	if err := tx.write(ctx, TableGroup, []string{group}, map[string]any{"RemoveServer": server}); err != nil {

@@ -1,0 +1,54 @@
+package radware
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+)
+
+// Changes that keep coming, each within Window of the one before, share one commit, up to
+// MaxWindow after the first (the last one here comes later than Window after the first); a
+// batch that reaches MaxWindow is committed without the changes that come after it.
+func TestBurstSharesACommit(t *testing.T) {
+	cases := []struct {
+		name      string
+		maxWindow time.Duration
+		applies   int
+	}{
+		{"within MaxWindow: one commit", 10 * time.Second, 1},
+		{"MaxWindow no longer than Window: committed after Window", -1, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e := newTestEnv(t, envOptions{frontend: FrontendOptions{Window: 600 * time.Millisecond, MaxWindow: tc.maxWindow}})
+			ctx := context.Background()
+			lb, err := ParseLoadBalancer(lbSpec)
+			g.Expect(err).NotTo(HaveOccurred())
+			lb.Owner = "lbfed"
+			g.Expect(e.fe.EnsureLoadBalancer(ctx, lb)).To(Succeed())
+			before := e.sim.A.Applies()
+			// Six changes 200ms apart: 1s from the first to the last, never more than 200ms
+			// between two.
+			var wg sync.WaitGroup
+			for i := 0; i < 6; i++ {
+				if i > 0 {
+					time.Sleep(200 * time.Millisecond)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					g.Expect(e.fe.EnsureBackend(ctx, lb, benchBackend(i))).To(Succeed())
+				}()
+			}
+			wg.Wait()
+			g.Expect(e.sim.A.Applies() - before).To(BeEquivalentTo(tc.applies))
+			g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())).To(HaveLen(6), "every change reached the backup")
+		})
+	}
+}
