@@ -312,7 +312,11 @@ func (e *env) registeredBackends() int {
 // first one's records, groups and load balancers (whose driver had gone) beside its own —
 // a bigger cache and more work, which was read as "GOMEMLIMIT costs RSS and time" (at 12,000
 // records, one run each: the second variant in the shared process 223.5 MiB and 109 s, in its own
-// 190.3 MiB and 71 s — 1.17× the RSS and 1.53× the time).
+// 190.3 MiB and 71 s — 1.17× the RSS and 1.53× the time). At 30,000 records, each variant in its
+// own process (2 cores, load 7-13 from other benchmarks): default GC 460.8 MiB and 422 s,
+// GOMEMLIMIT=200MiB 243.7 MiB and 403 s (0.53× the RSS, 0.95× the time) — the chart's advice
+// (256Mi with goMemLimit 200MiB) holds; the time is the API server's (two writes per record at
+// its ≈ 7 ms of control-plane CPU per record on this machine, see BenchmarkRegister5000Pods).
 // LBFED_BENCH_RSS_PODS sets the pods per group and member (default 500) for a quicker run.
 func BenchmarkControllerRSS(b *testing.B) {
 	groups, perCluster := 20, 500 // 20 groups × 500 pods × 3 members = 30,000 records

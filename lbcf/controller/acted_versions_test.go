@@ -220,7 +220,7 @@ func TestStaleRecordIsNotActedOnTwice(t *testing.T) {
 			_, err = r.Reconcile(ctx, req)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(drv.CountCalls(driver.DeregisterBackend)).To(Equal(1), "deregisterBackend calls")
-			g.Expect(count("PATCH backendrecords")).To(Equal(1), "finalizer writes")
+			g.Expect(count("PATCH backendrecords")+count("PUT backendrecords")).To(Equal(1), "finalizer writes")
 		})
 	}
 }
