@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -41,6 +42,8 @@ import (
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
 )
 
 // The integration tests share one kube-apiserver (started by the first of them) with the LBCF
@@ -327,6 +330,37 @@ func TestStandaloneControllerRunsWithChartRBAC(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(drv), drv)).To(Succeed())
 		g.Expect(drv.Status.DriverCondition(lbcfv1beta1.DriverAccepted)).NotTo(BeNil())
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+
+	// A backend registered and deregistered: the record's status and finalizer writes (updates
+	// at the cached resourceVersion) are within the chart's RBAC.
+	md := memdriver.New()
+	srv := httptest.NewServer(md.Handler(driver.HandlerOptions{}))
+	defer srv.Close()
+	var hooks []lbcfv1beta1.WebhookConfig
+	for _, name := range []string{"validateLoadBalancer", "createLoadBalancer", "ensureLoadBalancer", "deleteLoadBalancer",
+		"validateBackend", "generateBackendAddr", "ensureBackend", "deregisterBackend"} {
+		hooks = append(hooks, lbcfv1beta1.WebhookConfig{Name: name, Timeout: metav1.Duration{Duration: 10 * time.Second}})
+	}
+	g.Expect(c.Create(ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem"},
+		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: srv.URL, Webhooks: hooks}})).To(Succeed())
+	g.Expect(c.Create(ctx, &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vip"},
+		Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: "mem", LBSpec: map[string]string{"vip": "192.0.2.1"}}})).To(Succeed())
+	bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "static"},
+		Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"vip"}, Static: []string{"192.0.2.7:80"}}}
+	g.Expect(c.Create(ctx, bg)).To(Succeed())
+	records := func(g Gomega) []lbcfv1beta1.BackendRecord {
+		list := &lbcfv1beta1.BackendRecordList{}
+		g.Expect(c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{lbcfv1beta1.LabelGroupName: "static"})).To(Succeed())
+		return list.Items
+	}
+	g.Eventually(func(g Gomega) {
+		list := records(g)
+		g.Expect(list).To(HaveLen(1))
+		g.Expect(list[0].IsRegistered()).To(BeTrue(), "record status: %+v", list[0].Status)
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	g.Expect(c.Delete(ctx, bg)).To(Succeed())
+	g.Eventually(records).WithTimeout(timeout).WithPolling(poll).Should(BeEmpty())
+	g.Expect(md.CountCalls("deregisterBackend")).To(BeNumerically(">=", 1))
 	g.Expect(p.LogTail(200)).NotTo(ContainSubstring("forbidden"))
 }
 

@@ -175,8 +175,12 @@ rules:
       - loadbalancerdrivers/status
       - loadbalancers/status
       - backendgroups/status
-      - backendrecords/status
     verbs: [patch]
+  # update: a record's Registered status is written at the cached resourceVersion (cheaper for
+  # the API server than a patch), falling back to a merge patch on a conflict.
+  - apiGroups: [lbcf.tkestack.io]
+    resources: [backendrecords/status]
+    verbs: [update, patch]
   - apiGroups: [work.karmada.io]
     resources: [resourcebindings]
     verbs: [get, list, watch]
