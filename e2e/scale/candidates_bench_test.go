@@ -173,8 +173,11 @@ type scale struct {
 	nodes   map[string][]string
 	drv     *memdriver.Driver
 	stopDrv func()
-	// rssPID is lbfed-controller's process when the benchmark started.
-	rssPID int
+	// pids are the lbfed-controller processes seen (more than one: it restarted), peakRSS the
+	// highest VmHWM among them, sampled every second.
+	mu      sync.Mutex
+	pids    map[int]bool
+	peakRSS int64
 }
 
 func newScale(b *testing.B) *scale {
@@ -206,11 +209,18 @@ func newScale(b *testing.B) *scale {
 	if len(s.members) < 4 {
 		b.Fatalf("%d members; the benchmark wants 4", len(s.members))
 	}
-	for _, p := range lbfed.Processes {
-		if p.Name == "lbfed-controller" {
-			s.rssPID = p.PID()
+	s.pids = map[int]bool{}
+	s.sampleController()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+				s.sampleController()
+			}
 		}
-	}
+	}()
 
 	s.drv = memdriver.New()
 	var url string
@@ -649,25 +659,35 @@ func (s *scale) waitReportChanged(member string, gone []string, bound time.Durat
 	})
 }
 
-// controllerPeakRSS is lbfed-controller's peak resident memory (VmHWM) in MiB.
-func (s *scale) controllerPeakRSS() float64 {
+// sampleController notes lbfed-controller's process and its peak resident memory (VmHWM): a
+// restarted process starts again from nothing.
+func (s *scale) sampleController() {
 	for _, p := range lbfed.Processes {
-		if p.Name == "lbfed-controller" {
-			return float64(procStatus(p.PID(), "VmHWM")) / (1 << 20)
+		if p.Name != "lbfed-controller" {
+			continue
 		}
+		hwm := procStatus(p.PID(), "VmHWM")
+		s.mu.Lock()
+		s.pids[p.PID()] = true
+		s.peakRSS = max(s.peakRSS, hwm)
+		s.mu.Unlock()
 	}
-	s.b.Fatal("no lbfed-controller process")
-	return 0
 }
 
-// controllerRestarts is 1 when lbfed-controller is not the process the benchmark started with.
+// controllerPeakRSS is the highest peak resident memory of lbfed-controller's processes, in MiB.
+func (s *scale) controllerPeakRSS() float64 {
+	s.sampleController()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return float64(s.peakRSS) / (1 << 20)
+}
+
+// controllerRestarts is how many times lbfed-controller started again during the benchmark.
 func (s *scale) controllerRestarts() int {
-	for _, p := range lbfed.Processes {
-		if p.Name == "lbfed-controller" && p.PID() != s.rssPID {
-			return 1
-		}
-	}
-	return 0
+	s.sampleController()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pids) - 1
 }
 
 // procStatus reads a "kB" field of /proc/<pid>/status, in bytes.

@@ -18,13 +18,15 @@ BenchmarkBackendChanges/per-call-2          	       1	 9000 ns/op	      1000 app
 pkg: github.com/lbfed/lbfed/federation
 BenchmarkRestartResync-2   1   5 ns/op   0 driver-calls   30.5 s-to-resynced   610 s-to-registered-first
 BenchmarkSomethingNew-2    1   7 ns/op
+pkg: github.com/lbfed/lbfed/e2e/scale
+BenchmarkCandidatesAcrossMembers-2   1   9 ns/op   20000 candidates   0 truncated   1200 KiB-binding   12 s-to-registered   60 s-created-to-registered
 `
 
 func TestTable(t *testing.T) {
 	g := NewWithT(t)
 	figs, err := parse(strings.NewReader(sample))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(figs).To(HaveLen(14), "every value of every result line, no log line")
+	g.Expect(figs).To(HaveLen(20), "every value of every result line, no log line")
 	rows := table(figs, targets)
 	get := func(pkg, bench, unit string) row {
 		for _, r := range rows {
@@ -47,6 +49,10 @@ func TestTable(t *testing.T) {
 		{"federation", "BenchmarkRestartResync", "driver-calls", "== 0", "met", "-", "-"},
 		{"federation", "BenchmarkRestartResync", "s-to-resynced", "< 60", "met", "s-to-registered-first = 610", "0.05"},
 		{"federation", "BenchmarkSomethingNew", "ns/op", "-", "", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "candidates", ">= 20000", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "truncated", "== 0", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "KiB-binding", "< 1536", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "s-to-registered", "-", "", "s-created-to-registered = 60", "0.2"},
 	} {
 		r := get(tc.pkg, tc.bench, tc.unit)
 		g.Expect([]string{r.target, r.verdict, r.baseline, r.ratio}).To(Equal([]string{tc.target, tc.verdict, tc.baseline, tc.ratio}), "%s %s", tc.bench, tc.unit)
