@@ -580,20 +580,21 @@ func (s *scale) bindingKiB() float64 {
 // waitTruncated waits for CandidatesTruncated on the template and returns it.
 func (s *scale) waitTruncated(bound time.Duration) metav1.Condition {
 	var cond metav1.Condition
-	s.eventually(bound, "CandidatesTruncated on the template", func() error {
+	// Every member is over its share; the Pull members' reports come later than the others'.
+	s.eventually(bound, "CandidatesTruncated on the template, naming every member", func() error {
 		bg := s.template()
 		c := meta.FindStatusCondition(bg.Status.Conditions, lbcfv1beta1.BackendGroupCandidatesTruncated)
 		if c == nil || c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("condition %+v; clusters %+v", c, bg.Status.Clusters)
 		}
+		for _, m := range s.members {
+			if !strings.Contains(c.Message, m) {
+				return fmt.Errorf("the condition does not name member %s: %s", m, c.Message)
+			}
+		}
 		cond = *c
 		return nil
 	})
-	for _, m := range s.members {
-		if !strings.Contains(cond.Message, m) {
-			s.b.Errorf("CandidatesTruncated does not name member %s: %s", m, cond.Message)
-		}
-	}
 	if !strings.Contains(cond.Message, "Split the BackendGroup") {
 		s.b.Errorf("CandidatesTruncated does not say what to do: %s", cond.Message)
 	}
