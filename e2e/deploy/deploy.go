@@ -82,6 +82,9 @@ type Options struct {
 	// the driver MCIDriver, and this address in the status of the MultiClusterIngresses it serves.
 	// The BFE and its driver are the caller's: they are not part of this deployment.
 	BFEAddress string
+	// Set are more values of the lbfed chart, as helm --set takes them (e.g.
+	// controller.federation.candidatesBudgetBytes=65536); they win over deploy's own.
+	Set []string
 }
 
 // The MultiClusterIngress front door's settings when Options.BFEAddress is set: the chart's
@@ -362,6 +365,7 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 			"controller.multiClusterIngress.ingressClass="+MCIIngressClass,
 			"controller.multiClusterIngress.driver="+MCIDriver)
 	}
+	set = append(set, opts.Set...)
 	for i, m := range members {
 		set = append(set, fmt.Sprintf("member.webhook.clusterURLs.%s=https://%s", m.Name(), a[3+3*i]))
 	}

@@ -45,6 +45,10 @@ type ClusterOptions struct {
 	// Running and Ready, with pod IPs in this cluster's 127.0.0.0/8 block (PodNetwork); a
 	// status loop plays the kubelet's part in readiness gates and termination (package doc).
 	FakeNodes int
+	// PodsPerNode is each fake node's pod capacity. Default 110, as a kubelet's; above 254 (what
+	// a node's /24 podCIDR holds) the cluster takes a 127.x.0.0/16 block and gives each node a
+	// /20 podCIDR, so at most 4094.
+	PodsPerNode int
 	// PodResponder serves HTTP on every running pod's IP and container ports (see package
 	// podresponder). Needs FakeNodes > 0.
 	PodResponder bool
@@ -90,6 +94,12 @@ func (o *ClusterOptions) defaults() error {
 	}
 	if o.FakeNodes > 0 {
 		o.Scheduler = true
+	}
+	if o.PodsPerNode == 0 {
+		o.PodsPerNode = 110
+	}
+	if o.PodsPerNode < 0 || o.PodsPerNode > widePodsPerNode {
+		return fmt.Errorf("pods per node: %d out of range 1..%d", o.PodsPerNode, widePodsPerNode)
 	}
 	if o.PodResponder && o.FakeNodes == 0 {
 		return errors.New("PodResponder needs FakeNodes > 0")
@@ -221,7 +231,7 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (c *Cluster, err err
 		comps = append(comps, p)
 	}
 	if opts.FakeNodes > 0 {
-		if err := c.startFakeNodes(ctx, opts.FakeNodes); err != nil {
+		if err := c.startFakeNodes(ctx, opts.FakeNodes, opts.PodsPerNode); err != nil {
 			return c, err
 		}
 	}
@@ -483,9 +493,9 @@ func (c *Cluster) startScheduler() (component, error) {
 // fakeNodeAnnotation selects the nodes kwok manages; other nodes (none here) are left alone.
 const fakeNodeAnnotation = "kwok.x-k8s.io/node"
 
-func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
+func (c *Cluster) startFakeNodes(ctx context.Context, n, podsPerNode int) error {
 	var err error
-	if c.network, err = allocatePodNetwork(); err != nil {
+	if c.network, err = allocatePodNetwork(podsPerNode > narrowPodsPerNode); err != nil {
 		return err
 	}
 	config, err := writeKwokConfig(c.dir, c.name)
@@ -520,7 +530,7 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 	names := make([]string, n)
 	for i := 1; i <= n; i++ {
 		names[i-1] = fmt.Sprintf("%s-node-%d", c.name, i)
-		if _, err := cs.CoreV1().Nodes().Create(ctx, c.fakeNode(names[i-1], i), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, c.fakeNode(names[i-1], i, podsPerNode), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create fake node %s: %w", names[i-1], err)
 		}
 	}
@@ -538,11 +548,11 @@ func (c *Cluster) startFakeNodes(ctx context.Context, n int) error {
 	})
 }
 
-func (c *Cluster) fakeNode(name string, i int) *corev1.Node {
+func (c *Cluster) fakeNode(name string, i, pods int) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("32"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
@@ -558,7 +568,8 @@ func (c *Cluster) fakeNode(name string, i int) *corev1.Node {
 				"type":                   "kwok",
 			},
 		},
-		// kwok hands out pod IPs from the node's podCIDR: a /24 of this cluster's loopback block.
+		// kwok hands out pod IPs from the node's podCIDR: a /24 (or /20) of this cluster's
+		// loopback block.
 		Spec: corev1.NodeSpec{PodCIDR: c.network.nodePodCIDR(i), PodCIDRs: []string{c.network.nodePodCIDR(i)}},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,

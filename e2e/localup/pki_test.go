@@ -115,33 +115,60 @@ func TestAllocatePorts(t *testing.T) {
 }
 
 func TestPodNetwork(t *testing.T) {
-	g := NewWithT(t)
-	n, err := allocatePodNetwork()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer n.release()
-	other, err := allocatePodNetwork()
-	g.Expect(err).NotTo(HaveOccurred())
-	defer other.release()
-	g.Expect(n.prefix.Overlaps(other.prefix)).To(BeFalse(), "a held block is not handed out again")
-	g.Expect(n.prefix.Bits()).To(Equal(20))
+	for _, tc := range []struct {
+		name            string
+		wide            bool
+		bits, nodeBits  int
+		podsPerNodeHeld int
+	}{
+		{name: "narrow: a /20, a /24 per node", bits: 20, nodeBits: 24, podsPerNodeHeld: narrowPodsPerNode},
+		{name: "wide: a /16, a /20 per node", wide: true, bits: 16, nodeBits: 20, podsPerNodeHeld: widePodsPerNode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			n, err := allocatePodNetwork(tc.wide)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer n.release()
+			// Either kind of block: a held one is never handed out again.
+			for _, wide := range []bool{false, true} {
+				other, err := allocatePodNetwork(wide)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(n.prefix.Overlaps(other.prefix)).To(BeFalse(), "a held block is not handed out again")
+				other.release()
+			}
+			g.Expect(n.prefix.Bits()).To(Equal(tc.bits))
+			g.Expect(n.podsPerNode()).To(Equal(tc.podsPerNodeHeld))
 
-	seen := map[string]bool{}
-	for i := 1; i <= maxFakeNodes; i++ {
-		for _, s := range []string{n.nodeIP(i), n.nodePodCIDR(i)} {
-			g.Expect(seen[s]).To(BeFalse(), s)
-			seen[s] = true
-		}
-		cidr, err := netip.ParsePrefix(n.nodePodCIDR(i))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n.prefix.Contains(cidr.Addr())).To(BeTrue())
-		ip, err := netip.ParseAddr(n.nodeIP(i))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(n.prefix.Contains(ip)).To(BeTrue())
-		g.Expect(cidr.Contains(ip)).To(BeFalse())
-		// Every address of the block is local: a pod IP can be listened on.
-		l, err := net.Listen("tcp", net.JoinHostPort(cidr.Addr().Next().String(), "0"))
-		g.Expect(err).NotTo(HaveOccurred())
-		l.Close()
+			seen := map[string]bool{}
+			var cidrs []netip.Prefix
+			for i := 1; i <= maxFakeNodes; i++ {
+				for _, s := range []string{n.nodeIP(i), n.nodePodCIDR(i)} {
+					g.Expect(seen[s]).To(BeFalse(), s)
+					seen[s] = true
+				}
+				cidr, err := netip.ParsePrefix(n.nodePodCIDR(i))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(cidr.Bits()).To(Equal(tc.nodeBits))
+				g.Expect(1<<(32-cidr.Bits()) - 2).To(Equal(tc.podsPerNodeHeld))
+				g.Expect(n.prefix.Contains(cidr.Addr())).To(BeTrue())
+				for _, c := range cidrs {
+					g.Expect(c.Overlaps(cidr)).To(BeFalse(), "%s and %s", c, cidr)
+				}
+				cidrs = append(cidrs, cidr)
+				ip, err := netip.ParseAddr(n.nodeIP(i))
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(n.prefix.Contains(ip)).To(BeTrue())
+				g.Expect(cidr.Contains(ip)).To(BeFalse())
+				// Every address of the block is local: a pod IP can be listened on.
+				l, err := net.Listen("tcp", net.JoinHostPort(cidr.Addr().Next().String(), "0"))
+				g.Expect(err).NotTo(HaveOccurred())
+				l.Close()
+			}
+			fallback := netip.MustParsePrefix(n.fallbackCIDR())
+			for _, c := range cidrs {
+				g.Expect(c.Overlaps(fallback)).To(BeFalse())
+			}
+		})
 	}
-	g.Expect(checkFakeNodes(maxFakeNodes + 1)).To(HaveOccurred())
+	NewWithT(t).Expect(checkFakeNodes(maxFakeNodes + 1)).To(HaveOccurred())
 }

@@ -71,32 +71,75 @@ func allocatePorts(n int) ([]int, error) {
 //	  127.A.B.(10+i)   InternalIP of fake node i (1-based)
 //	  127.A.(B+i).0/24 podCIDR of fake node i, i = 1..maxFakeNodes
 //	  127.A.(B+15).0/24 kwok's fallback CIDR for nodes without a podCIDR
+//
+// A wide block, for nodes with more pods than a /24 holds (ClusterOptions.PodsPerNode), is
+// the sixteen /20 blocks of 127.A.0.0/16 at once (their sixteen sentinels held, so that no
+// other run takes one of them), laid out as the /20 at B = 0 except for the podCIDRs:
+//
+//	127.A.(16i).0/20 podCIDR of fake node i, i = 1..maxFakeNodes
 type podNetwork struct {
-	prefix   netip.Prefix
-	sentinel net.Listener
+	prefix    netip.Prefix
+	sentinels []net.Listener
 }
 
 const maxFakeNodes = 14
 
+// Pods a fake node's podCIDR holds: kwok hands out its addresses from the first, and would go
+// past its end into the next node's.
+const (
+	narrowPodsPerNode = 254
+	widePodsPerNode   = 4094
+)
+
 // sentinelPort is fixed so that two runs probing the same block collide on it.
 const sentinelPort = 47999
 
-func allocatePodNetwork() (*podNetwork, error) {
+func allocatePodNetwork(wide bool) (*podNetwork, error) {
 	for attempts := 0; attempts < 200; attempts++ {
 		a := byte(16 + rand.IntN(240)) // 127.16.0.0 .. 127.255.255.255: clear of 127.0.0.x
-		b := byte(16 * rand.IntN(16))
-		base := netip.AddrFrom4([4]byte{127, a, b, 0})
-		sentinel := netip.AddrFrom4([4]byte{127, a, b, 1})
-		l, err := net.Listen("tcp", netip.AddrPortFrom(sentinel, sentinelPort).String())
-		if err != nil {
-			continue
+		blocks := []byte{byte(16 * rand.IntN(16))}
+		bits := 20
+		if wide {
+			blocks, bits = nil, 16
+			for b := 0; b < 256; b += 16 {
+				blocks = append(blocks, byte(b))
+			}
 		}
-		return &podNetwork{prefix: netip.PrefixFrom(base, 20), sentinel: l}, nil
+		n := &podNetwork{prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, a, blocks[0], 0}), bits)}
+		for _, b := range blocks {
+			l, err := net.Listen("tcp", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, a, b, 1}), sentinelPort).String())
+			if err != nil {
+				n.release()
+				n = nil
+				break
+			}
+			n.sentinels = append(n.sentinels, l)
+		}
+		if n != nil {
+			return n, nil
+		}
+	}
+	if wide {
+		return nil, errors.New("allocate pod network: no free 127.x.0.0/16 block in 200 attempts")
 	}
 	return nil, errors.New("allocate pod network: no free 127.x.y.0/20 block in 200 attempts")
 }
 
-func (n *podNetwork) release() { n.sentinel.Close() }
+func (n *podNetwork) release() {
+	for _, l := range n.sentinels {
+		l.Close()
+	}
+}
+
+func (n *podNetwork) wide() bool { return n.prefix.Bits() == 16 }
+
+// podsPerNode is the most pods a fake node's podCIDR holds.
+func (n *podNetwork) podsPerNode() int {
+	if n.wide() {
+		return widePodsPerNode
+	}
+	return narrowPodsPerNode
+}
 
 func (n *podNetwork) octets() (byte, byte) {
 	b := n.prefix.Addr().As4()
@@ -112,6 +155,9 @@ func (n *podNetwork) nodeIP(i int) string {
 // nodePodCIDR is the podCIDR of fake node i (1-based).
 func (n *podNetwork) nodePodCIDR(i int) string {
 	a, b := n.octets()
+	if n.wide() {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, a, byte(16 * i), 0}), 20).String()
+	}
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, a, b + byte(i), 0}), 24).String()
 }
 

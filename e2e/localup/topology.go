@@ -36,6 +36,8 @@ type TopologyOptions struct {
 	PullMembers int
 	// FakeNodesPerMember is the number of kwok nodes per member. Default 2.
 	FakeNodesPerMember int
+	// PodsPerNode is the pod capacity of the members' fake nodes (ClusterOptions.PodsPerNode).
+	PodsPerNode int
 	// MemberNetNS puts every Push member in its own network namespace (ClusterOptions.NetNS), so
 	// a test can cut a member off from Karmada with Member(name).Link().Cut(). Needs root and the
 	// ip command (NetNSSupported). Pull members stay in the host namespace.
@@ -148,6 +150,7 @@ func StartTopology(ctx context.Context, opts TopologyOptions) (t *Topology, err 
 			// ServiceAccount token Secrets in the member).
 			o.ControllerManager = true
 			o.FakeNodes = opts.FakeNodesPerMember
+			o.PodsPerNode = opts.PodsPerNode
 			o.PodResponder = !opts.NoPodResponder
 			o.CRDs = opts.CRDs
 			o.NetNS = opts.MemberNetNS && !pull

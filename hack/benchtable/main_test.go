@@ -20,13 +20,15 @@ BenchmarkRestartResync-2   1   5 ns/op   0 driver-calls   30.5 s-to-resynced   6
 BenchmarkSomethingNew-2    1   7 ns/op
 BenchmarkTwentyMembers/20-members-2   1   670.0 ns/op   1155 KiB-binding   0 candidates-truncated   238.0 s-to-registered
 BenchmarkTwentyMembers/4-members-2    1   1071 ns/op    1160 KiB-binding   0 candidates-truncated   137.4 s-to-registered
+pkg: github.com/lbfed/lbfed/e2e/scale
+BenchmarkCandidatesAcrossMembers-2   1   9 ns/op   20000 candidates   0 truncated   1200 KiB-binding   12 s-to-registered   60 s-created-to-registered
 `
 
 func TestTable(t *testing.T) {
 	g := NewWithT(t)
 	figs, err := parse(strings.NewReader(sample))
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(figs).To(HaveLen(22), "every value of every result line, no log line")
+	g.Expect(figs).To(HaveLen(28), "every value of every result line, no log line")
 	rows := table(figs, targets)
 	get := func(pkg, bench, unit string) row {
 		for _, r := range rows {
@@ -53,6 +55,10 @@ func TestTable(t *testing.T) {
 		{"federation", "BenchmarkTwentyMembers/20-members", "candidates-truncated", "== 0", "met", "-", "-"},
 		{"federation", "BenchmarkTwentyMembers/20-members", "s-to-registered", "-", "", "TwentyMembers/4-members s-to-registered = 137.4", "1.73"},
 		{"federation", "BenchmarkTwentyMembers/4-members", "KiB-binding", "< 1536", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "candidates", ">= 20000", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "truncated", "== 0", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "KiB-binding", "< 1536", "met", "-", "-"},
+		{"e2e/scale", "BenchmarkCandidatesAcrossMembers", "s-to-registered", "-", "", "s-created-to-registered = 60", "0.2"},
 	} {
 		r := get(tc.pkg, tc.bench, tc.unit)
 		g.Expect([]string{r.target, r.verdict, r.baseline, r.ratio}).To(Equal([]string{tc.target, tc.verdict, tc.baseline, tc.ratio}), "%s %s", tc.bench, tc.unit)

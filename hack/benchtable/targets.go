@@ -39,6 +39,18 @@ var targets = []target{
 	{Pkg: "federation", Bench: "BenchmarkTwentyMembers/20-members", Unit: "candidates-truncated", Op: "==", Value: 0},
 	{Pkg: "federation", Bench: "BenchmarkTwentyMembers/20-members", Unit: "*", BaselineBench: "BenchmarkTwentyMembers/4-members"},
 	{Pkg: "federation", Bench: "BenchmarkTwentyMembers/4-members", Unit: "KiB-binding", Op: "<", Value: 1536},
+	// 20,000 candidates in one group across 4 real members (go test -tags e2e ./e2e/scale): all
+	// registered, CandidatesTruncated only beyond the budget, never a stall; the binding under
+	// etcd's 1.5 MiB object limit.
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "candidates", Op: ">=", Value: 20000},
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "truncated", Op: "==", Value: 0},
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "s-to-registered", BaselineUnit: "s-created-to-registered"},
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "KiB-binding", Op: "<", Value: 1536},
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "controller-restarts", Op: "==", Value: 0},
+	// The lbfed chart's memory limit for lbfed-controller (controller.resources.limits.memory).
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "MiB-peak-RSS", Op: "<", Value: 1024},
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "reported-over-budget", BaselineUnit: "pods-over-budget"},
+	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "registered-over-budget", BaselineUnit: "pods-over-budget"},
 	{Pkg: "elb/radware", Bench: "BenchmarkBackendChanges/coalesced", Unit: "*", BaselineBench: "BenchmarkBackendChanges/per-call"},
 	{Pkg: "elb/radware", Bench: "BenchmarkPoisonedBatch/isolated/*", Unit: "*", BaselineBench: "BenchmarkPoisonedBatch/legacy/poison-retried"},
 	{Pkg: "elb/bfe", Bench: "BenchmarkGenerateValidate/*", Unit: "ns/op", BaselineBench: "BenchmarkGenerateValidate/baseline-marshal-model"},
