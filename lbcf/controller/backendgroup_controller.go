@@ -64,13 +64,14 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("select backends: %w", err)
 	}
+	seen := r.recent.cacheSeen()
 	existing, err := r.records(ctx, bg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	// Records this controller has just created or deleted, which the cache does not show yet:
 	// not written again.
-	pending, pendingFor := r.recent.settle(bg.UID, existing, time.Now())
+	pending, pendingFor := r.recent.settle(bg.UID, existing, seen, time.Now())
 
 	// The expected records are only described here; record objects are built for creations
 	// alone, so that a large group's frequent reconciles allocate little.

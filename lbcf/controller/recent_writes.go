@@ -55,13 +55,25 @@ func (w *recentWrites) observe(rv string) {
 	}
 }
 
-// ttl is how long e is taken as written without confirmation, and whether the cache is known to
-// be past it.
-func (w *recentWrites) ttl(e recentWrite) (time.Duration, bool) {
+// cacheSeen is the newest resourceVersion the record cache has shown so far. A reconcile takes it
+// before it lists the cache, whose content is then at least that new (the informer updates its
+// store before it notifies observe): a later observe may concern records the list missed.
+func (w *recentWrites) cacheSeen() string {
+	if w == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen
+}
+
+// ttl is how long e is taken as written without confirmation, and whether a cache that has shown
+// resourceVersion seen is known to be past it.
+func ttl(e recentWrite, seen string) (time.Duration, bool) {
 	if e.deleted || e.rv == "" {
 		return recentWriteTTL, false
 	}
-	c, err := resourceversion.CompareResourceVersion(w.seen, e.rv)
+	c, err := resourceversion.CompareResourceVersion(seen, e.rv)
 	if err != nil {
 		return recentWriteTTL, false
 	}
@@ -83,7 +95,7 @@ func (w *recentWrites) wrote(group types.UID, name string, deleted bool, rv stri
 		w.pruned = at
 		for g, names := range w.m {
 			for name, e := range names {
-				if ttl, past := w.ttl(e); past || at.Sub(e.at) > ttl {
+				if ttl, past := ttl(e, w.seen); past || at.Sub(e.at) > ttl {
 					delete(names, name)
 				}
 			}
@@ -99,9 +111,9 @@ func (w *recentWrites) wrote(group types.UID, name string, deleted bool, rv stri
 }
 
 // settle drops the group's entries the cache confirms (existing: the group's records in the
-// cache) or that expired, and returns the rest: the writes not to repeat, and when the earliest
-// of them expires (0: none).
-func (w *recentWrites) settle(group types.UID, existing map[string]*lbcfv1beta1.BackendRecord, now time.Time) (pending map[string]recentWrite, next time.Duration) {
+// cache, listed after cacheSeen returned seen) or that expired, and returns the rest: the writes
+// not to repeat, and when the earliest of them expires (0: none).
+func (w *recentWrites) settle(group types.UID, existing map[string]*lbcfv1beta1.BackendRecord, seen string, now time.Time) (pending map[string]recentWrite, next time.Duration) {
 	if w == nil {
 		return nil, 0
 	}
@@ -110,8 +122,8 @@ func (w *recentWrites) settle(group types.UID, existing map[string]*lbcfv1beta1.
 	for name, e := range w.m[group] {
 		have, ok := existing[name]
 		confirmed := (!e.deleted && ok) || (e.deleted && (!ok || have.DeletionTimestamp != nil))
-		ttl, past := w.ttl(e)
-		left := ttl - now.Sub(e.at)
+		d, past := ttl(e, seen)
+		left := d - now.Sub(e.at)
 		if confirmed || past || left <= 0 {
 			delete(w.m[group], name)
 			continue
