@@ -47,22 +47,15 @@ func benchBackend(i int) Backend {
 	return Backend{IP: netip.AddrFrom4([4]byte{10, 50, byte(i / 250), byte(i%250 + 1)}), Port: 30080, Weight: 1}
 }
 
-func runBackendChanges(b *testing.B, maxBatch int) (int64, float64) {
-	b.StopTimer()
-	// Device timings are scaled down (a real apply takes seconds) so that the per-call baseline
-	// finishes in reasonable time; the ratio is what matters.
-	e := newTestEnv(b, envOptions{
-		sim:      alteonsim.Options{ApplyDuration: 10 * time.Millisecond, SaveDuration: 2 * time.Millisecond, SyncDuration: 5 * time.Millisecond},
-		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxBatch: maxBatch},
-	})
-	ctx := context.Background()
+// seedBenchLB creates the benchmarks' load balancer with benchExisting backends, in one
+// transaction whatever the frontend's mode.
+func seedBenchLB(b *testing.B, e *testEnv) LoadBalancer {
 	lb, err := ParseLoadBalancer(lbSpec)
 	if err != nil {
 		b.Fatal(err)
 	}
 	lb.Owner = "lbfed"
-	// Set-up in one transaction, whatever the mode.
-	_, err = e.pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
+	_, err = e.pair.Do(context.Background(), func(ctx context.Context, tx *alteon.Tx) error {
 		var backends []Backend
 		for i := 0; i < benchExisting; i++ {
 			backends = append(backends, benchBackend(i))
@@ -72,6 +65,19 @@ func runBackendChanges(b *testing.B, maxBatch int) (int64, float64) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return lb
+}
+
+func runBackendChanges(b *testing.B, maxBatch int) (int64, float64) {
+	b.StopTimer()
+	// Device timings are scaled down (a real apply takes seconds) so that the per-call baseline
+	// finishes in reasonable time; the ratio is what matters.
+	e := newTestEnv(b, envOptions{
+		sim:      alteonsim.Options{ApplyDuration: 10 * time.Millisecond, SaveDuration: 2 * time.Millisecond, SyncDuration: 5 * time.Millisecond},
+		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxBatch: maxBatch},
+	})
+	ctx := context.Background()
+	lb := seedBenchLB(b, e)
 	info := lb.Info()
 	before := e.sim.A.Applies()
 	// Without coalescing, calls queue far beyond LBCF's 10s webhook timeout; the benchmark waits
@@ -242,21 +248,7 @@ func BenchmarkLoneChange(b *testing.B) {
 		frontend: FrontendOptions{Window: 20 * time.Millisecond},
 	})
 	ctx := context.Background()
-	lb, err := ParseLoadBalancer(lbSpec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	lb.Owner = "lbfed"
-	_, err = e.pair.Do(ctx, func(ctx context.Context, tx *alteon.Tx) error {
-		var backends []Backend
-		for i := 0; i < benchExisting; i++ {
-			backends = append(backends, benchBackend(i))
-		}
-		return e.fe.syncLB(ctx, tx, lb, backends, time.Now(), &SyncResult{})
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	lb := seedBenchLB(b, e)
 	info := lb.Info()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -95,7 +95,7 @@ func (w *recentWrites) wrote(group types.UID, name string, deleted bool, rv stri
 		w.pruned = at
 		for g, names := range w.m {
 			for name, e := range names {
-				if ttl, past := ttl(e, w.seen); past || at.Sub(e.at) > ttl {
+				if d, past := ttl(e, w.seen); past || at.Sub(e.at) > d {
 					delete(names, name)
 				}
 			}
