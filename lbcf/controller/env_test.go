@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -30,7 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	ctrl.SetLogger(klog.NewKlogr())
+	ctrl.SetLogger(testenv.ControllerLogger())
 	crds, err := crd.CRDs()
 	if err != nil {
 		panic(err)
