@@ -46,6 +46,7 @@ import (
 
 	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
 )
@@ -158,6 +159,21 @@ func Start(ctx context.Context, t *localup.Topology, opts Options) (*Deployment,
 		return nil, err
 	}
 	return d, nil
+}
+
+// BuildAndStart builds lbfed's binaries from this repository into the topology's folder and
+// Starts them (opts.RepoRoot and opts.Bin are set here).
+func BuildAndStart(ctx context.Context, t *localup.Topology, opts Options) (*Deployment, error) {
+	root, err := binaries.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(t.Dir(), "lbfed-bin")
+	if err := Build(ctx, root, bin); err != nil {
+		return nil, err
+	}
+	opts.RepoRoot, opts.Bin = root, bin
+	return Start(ctx, t, opts)
 }
 
 // InstallLbfed installs lbfed alone (no front end): the chart on Karmada and its workloads as

@@ -34,7 +34,7 @@ type Example struct {
 	SharedDriver bool
 }
 
-var exampleTemplate = template.Must(template.New("example").Parse(`
+var exampleTemplate = template.Must(template.New("example").Funcs(TemplateFuncs).Parse(`
 apiVersion: v1
 kind: Namespace
 metadata:
@@ -42,29 +42,11 @@ metadata:
   {{- if .ReadinessGate}}
   labels: {lbfed.io/readiness-gate-inject: enabled}
   {{- end}}
+{{driver .Namespace "radware" .DriverURL ""}}
+{{- if .SharedDriver}}
+{{driver "kube-system" "lbcf-radware" .DriverURL ""}}
+{{- end}}
 ---
-{{define "driverSpec"}}spec:
-  driverType: Webhook
-  url: {{.DriverURL}}
-  webhooks:
-  - {name: validateLoadBalancer, timeout: 10s}
-  - {name: createLoadBalancer, timeout: 1m}
-  - {name: ensureLoadBalancer, timeout: 1m}
-  - {name: deleteLoadBalancer, timeout: 1m}
-  - {name: validateBackend, timeout: 10s}
-  - {name: generateBackendAddr, timeout: 10s}
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
-{{end -}}
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: radware, namespace: {{.Namespace}}}
-{{template "driverSpec" .}}---
-{{if .SharedDriver}}apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: lbcf-radware, namespace: kube-system}
-{{template "driverSpec" .}}---
-{{end -}}
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: LoadBalancer
 metadata: {name: web-vip, namespace: {{.Namespace}}}

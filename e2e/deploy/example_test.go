@@ -35,3 +35,26 @@ func TestExampleObjects(t *testing.T) {
 		})
 	}
 }
+
+func TestDriverYAML(t *testing.T) {
+	g := NewWithT(t)
+	want := `---
+apiVersion: lbcf.tkestack.io/v1beta1
+kind: LoadBalancerDriver
+metadata: {name: mem, namespace: ns1}
+spec:
+  driverType: Webhook
+  url: http://127.0.0.1:1
+  webhooks:
+  - {name: validateLoadBalancer, timeout: 10s}
+  - {name: createLoadBalancer, timeout: 30s}
+  - {name: ensureLoadBalancer, timeout: 30s}
+  - {name: deleteLoadBalancer, timeout: 30s}
+  - {name: validateBackend, timeout: 10s}
+  - {name: generateBackendAddr, timeout: 10s}
+  - {name: ensureBackend, timeout: 30s}
+  - {name: deregisterBackend, timeout: 30s}
+`
+	g.Expect(DriverYAML("ns1", "mem", "http://127.0.0.1:1", "30s")).To(Equal(want))
+	g.Expect(DriverYAML("ns1", "mem", "http://127.0.0.1:1", "")).To(ContainSubstring("{name: ensureBackend, timeout: 1m}"))
+}

@@ -27,23 +27,7 @@ const bfeExample = `
 apiVersion: v1
 kind: Namespace
 metadata: {name: %[1]s}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: bfe, namespace: %[1]s}
-spec:
-  driverType: Webhook
-  url: %[2]s
-  webhooks:
-  - {name: validateLoadBalancer, timeout: 10s}
-  - {name: createLoadBalancer, timeout: 1m}
-  - {name: ensureLoadBalancer, timeout: 1m}
-  - {name: deleteLoadBalancer, timeout: 1m}
-  - {name: validateBackend, timeout: 10s}
-  - {name: generateBackendAddr, timeout: 10s}
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
----
+%[4]s---
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: LoadBalancer
 metadata: {name: web-route, namespace: %[1]s}
@@ -121,7 +105,7 @@ func TestFederatedBFE(t *testing.T) {
 	b := w.startBFE(bin, "bfe-e2e")
 	httpAddr, driverAddr := b.HTTPAddr, b.DriverAddr
 
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host)), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host, deploy.DriverYAML(w.ex.Namespace, "bfe", "https://"+driverAddr, ""))), 4096)
 	for {
 		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); err != nil {

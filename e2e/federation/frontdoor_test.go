@@ -44,27 +44,11 @@ var frontDoorScheme = func() *runtime.Scheme {
 // frontDoorApp is a Deployment over the members with its Service and a PropagationPolicy for
 // both, plus the shared Radware driver the front doors' LoadBalancers use (lbcf-radware in
 // kube-system, the default of --federation-frontdoor-driver).
-var frontDoorApp = template.Must(template.New("app").Parse(`
+var frontDoorApp = template.Must(template.New("app").Funcs(deploy.TemplateFuncs).Parse(`
 apiVersion: v1
 kind: Namespace
 metadata: {name: {{.Namespace}}}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: lbcf-radware, namespace: kube-system}
-spec:
-  driverType: Webhook
-  url: {{.DriverURL}}
-  webhooks:
-  - {name: validateLoadBalancer, timeout: 10s}
-  - {name: createLoadBalancer, timeout: 1m}
-  - {name: ensureLoadBalancer, timeout: 1m}
-  - {name: deleteLoadBalancer, timeout: 1m}
-  - {name: validateBackend, timeout: 10s}
-  - {name: generateBackendAddr, timeout: 10s}
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
----
+{{driver "kube-system" "lbcf-radware" .DriverURL ""}}---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: {{.Namespace}}}

@@ -10,13 +10,11 @@ package federation_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 )
 
@@ -43,15 +41,7 @@ const grace = 20 * time.Second
 // cases start (startBFE) listen on it.
 const bfeAddress = "127.0.0.1"
 
-func startLbfed(ctx context.Context, t *localup.Topology) error {
-	root, err := binaries.RepoRoot()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(t.Dir(), "lbfed-bin")
-	if err := deploy.Build(ctx, root, bin); err != nil {
-		return err
-	}
-	lbfed, err = deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin, Grace: grace, BFEAddress: bfeAddress})
+func startLbfed(ctx context.Context, t *localup.Topology) (err error) {
+	lbfed, err = deploy.BuildAndStart(ctx, t, deploy.Options{Grace: grace, BFEAddress: bfeAddress})
 	return err
 }

@@ -30,27 +30,11 @@ import (
 // hold for every route of a MultiClusterIngress, so the cookie and header rules are
 // MultiClusterIngresses of their own, on routes of shop: requests with the cookie or header go to
 // the other Service, the others fall through to shop's route.
-var mciApp = template.Must(template.New("mci").Parse(`
+var mciApp = template.Must(template.New("mci").Funcs(deploy.TemplateFuncs).Parse(`
 apiVersion: v1
 kind: Namespace
 metadata: {name: {{.Namespace}}}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: {{.Driver}}, namespace: kube-system}
-spec:
-  driverType: Webhook
-  url: {{.DriverURL}}
-  webhooks:
-  - {name: validateLoadBalancer, timeout: 10s}
-  - {name: createLoadBalancer, timeout: 1m}
-  - {name: ensureLoadBalancer, timeout: 1m}
-  - {name: deleteLoadBalancer, timeout: 1m}
-  - {name: validateBackend, timeout: 10s}
-  - {name: generateBackendAddr, timeout: 10s}
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
-{{- range .Services}}
+{{driver "kube-system" .Driver .DriverURL ""}}{{- range .Services}}
 ---
 apiVersion: apps/v1
 kind: Deployment

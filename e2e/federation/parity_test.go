@@ -244,28 +244,6 @@ func (p *parityEnv) apply(g Gomega, doc string) {
 	}
 }
 
-// driverYAML is a LoadBalancerDriver for url, every retryable webhook timing out after timeout.
-func driverYAML(ns, name, url, timeout string) string {
-	return fmt.Sprintf(`
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: %[2]s, namespace: %[1]s}
-spec:
-  driverType: Webhook
-  url: %[3]s
-  webhooks:
-  - {name: validateLoadBalancer, timeout: 10s}
-  - {name: createLoadBalancer, timeout: %[4]s}
-  - {name: ensureLoadBalancer, timeout: %[4]s}
-  - {name: deleteLoadBalancer, timeout: %[4]s}
-  - {name: validateBackend, timeout: 10s}
-  - {name: generateBackendAddr, timeout: %[4]s}
-  - {name: ensureBackend, timeout: %[4]s}
-  - {name: deregisterBackend, timeout: %[4]s}
-`, ns, name, url, timeout)
-}
-
 // memLBYAML is a LoadBalancer of a memdriver.
 func memLBYAML(ns, name, drv string) string {
 	return fmt.Sprintf(`
@@ -495,7 +473,7 @@ func (p *parityEnv) serviceBackends(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-svc")
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "svc-lb", "mem")+fmt.Sprintf(`
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "svc-lb", "mem")+fmt.Sprintf(`
 ---
 apiVersion: v1
 kind: Service
@@ -568,7 +546,7 @@ spec:
   static: ["%s"]
 `, ns, strings.Join(addrs, `", "`))
 	}
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "st-lb", "mem")+group("10.250.1.1:80", "10.250.1.2:80"))
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "st-lb", "mem")+group("10.250.1.1:80", "10.250.1.2:80"))
 	lbID := p.memLBID(g, ns, "st-lb")
 	both := []string{"10.250.1.1:80", "10.250.1.2:80"}
 	g.Eventually(func(g Gomega) {
@@ -602,7 +580,7 @@ func (p *parityEnv) ifNotRunning(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-ifr")
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "ifr-lb", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "ifr-lb", "mem")+
 		podGroupYAML(ns, "ifr", "ifr", []string{"ifr-lb"}, "  deregisterPolicy: IfNotRunning\n")+placementYAML(ns, "ifr", []string{"m1"}, "ifr"))
 	lbID := p.memLBID(g, ns, "ifr-lb")
 	p.createPod(g, "m1", ns, "ifr-a", map[string]string{"app": "ifr"}, nil)
@@ -637,7 +615,7 @@ func (p *parityEnv) webhookJudge(t *testing.T) {
 	})
 	ns := p.namespace(t, "par-wh")
 	// failurePolicy IfNotReady: were the webhook not called or failing, nothing would be kept.
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "wh-lb", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "wh-lb", "mem")+
 		podGroupYAML(ns, "wh", "wh", []string{"wh-lb"}, "  deregisterPolicy: Webhook\n  deregisterWebhook: {driverName: mem, failurePolicy: IfNotReady}\n")+
 		placementYAML(ns, "wh", []string{"m1"}, "wh"))
 	lbID := p.memLBID(g, ns, "wh-lb")
@@ -668,7 +646,7 @@ func (p *parityEnv) realPodToDriver(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-pod")
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "rp-lb", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "rp-lb", "mem")+
 		podGroupYAML(ns, "rp", "rp", []string{"rp-lb"}, "")+placementYAML(ns, "rp", []string{"m2"}, "rp"))
 	lbID := p.memLBID(g, ns, "rp-lb")
 	p.createPod(g, "m2", ns, "rp-1", map[string]string{"app": "rp", "tier": "front"}, map[string]string{"parity.lbfed.io/note": "real"})
@@ -691,7 +669,7 @@ func (p *parityEnv) keepLabelJudge(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-kl")
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "kl-lb", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "kl-lb", "mem")+
 		podGroupYAML(ns, "kl", "kl", []string{"kl-lb"}, "  deregisterPolicy: Webhook\n  deregisterWebhook: {driverName: mem, failurePolicy: IfNotReady}\n")+
 		placementYAML(ns, "kl", []string{"m1"}, "kl"))
 	lbID := p.memLBID(g, ns, "kl-lb")
@@ -718,7 +696,7 @@ func (p *parityEnv) ensureAlways(t *testing.T) {
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-always")
 	const minPeriod = 30 * time.Second
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "al-lb", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "al-lb", "mem")+
 		podGroupYAML(ns, "always", "always", []string{"al-lb"}, fmt.Sprintf("  ensurePolicy: {policy: Always, minPeriod: %s}\n", minPeriod))+
 		podGroupYAML(ns, "once", "once", []string{"al-lb"}, "")+
 		placementYAML(ns, "al", []string{"m1"}, "always", "once"))
@@ -758,7 +736,7 @@ func (p *parityEnv) severalLoadBalancers(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-multi")
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "ml-a", "mem")+memLBYAML(ns, "ml-b", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "ml-a", "mem")+memLBYAML(ns, "ml-b", "mem")+
 		podGroupYAML(ns, "ml", "ml", []string{"ml-a", "ml-b"}, "")+placementYAML(ns, "ml", []string{"m1", "m2"}, "ml"))
 	idA, idB := p.memLBID(g, ns, "ml-a"), p.memLBID(g, ns, "ml-b")
 	p.createPod(g, "m1", ns, "ml-1", map[string]string{"app": "ml"}, nil)
@@ -807,7 +785,7 @@ func (p *parityEnv) delayedEnsure(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-delay")
-	p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "de-lb", "mem")+
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "de-lb", "mem")+
 		podGroupYAML(ns, "de", "de", []string{"de-lb"}, "")+placementYAML(ns, "de", []string{"m1"}, "de"))
 	lbID := p.memLBID(g, ns, "de-lb")
 	p.createPod(g, "m1", ns, "de-old", map[string]string{"app": "de"}, nil)
@@ -890,7 +868,7 @@ func (p *parityEnv) admissionDenials(t *testing.T) {
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-adm")
 	vip := fmt.Sprintf("127.5.%d.%d", rand.IntN(250), rand.IntN(250)+1)
-	p.apply(g, driverYAML(ns, "radware", lbfed.DriverURL, "1m")+driverYAML(ns, "mem", d.URL, "30s")+fmt.Sprintf(`
+	p.apply(g, deploy.DriverYAML(ns, "radware", lbfed.DriverURL, "1m")+deploy.DriverYAML(ns, "mem", d.URL, "30s")+fmt.Sprintf(`
 ---
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: LoadBalancer
@@ -955,7 +933,7 @@ func (p *parityEnv) hangingNeighbour(t *testing.T) {
 	g := NewWithT(t)
 	healthy, hanging := p.serveDriver(t), p.serveDriver(t)
 	ns := p.namespace(t, "par-hang")
-	p.apply(g, driverYAML(ns, "healthy", healthy.URL, "30s")+driverYAML(ns, "hanging", hanging.URL, "1m")+
+	p.apply(g, deploy.DriverYAML(ns, "healthy", healthy.URL, "30s")+deploy.DriverYAML(ns, "hanging", hanging.URL, "1m")+
 		memLBYAML(ns, "h-lb", "healthy")+memLBYAML(ns, "x-lb", "hanging")+
 		podGroupYAML(ns, "h", "h", []string{"h-lb"}, "")+placementYAML(ns, "h", []string{"m1"}, "h"))
 	hID := p.memLBID(g, ns, "h-lb")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
 )
 
@@ -86,7 +87,7 @@ func TestPullMemberPods(t *testing.T) {
 			setEndpoint(g, tc.endpoint)
 			d := p.serveDriver(t)
 			ns := p.namespace(t, fmt.Sprintf("pull-pod%d", i))
-			p.apply(g, driverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "pp-lb", "mem")+
+			p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "pp-lb", "mem")+
 				podGroupYAML(ns, "pp", "pp", []string{"pp-lb"}, "")+placementYAML(ns, "pp", []string{pull.Name()}, "pp"))
 			lbID := p.memLBID(g, ns, "pp-lb")
 			// Several pods at once: a read that waits costs each of them.

@@ -283,23 +283,7 @@ const objects = `
 apiVersion: v1
 kind: Namespace
 metadata: {name: {{NS}}}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: mem, namespace: {{NS}}}
-spec:
-  driverType: Webhook
-  url: {{URL}}
-  webhooks:
-  - {name: validateLoadBalancer, timeout: 10s}
-  - {name: createLoadBalancer, timeout: 1m}
-  - {name: ensureLoadBalancer, timeout: 1m}
-  - {name: deleteLoadBalancer, timeout: 1m}
-  - {name: validateBackend, timeout: 10s}
-  - {name: generateBackendAddr, timeout: 10s}
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
----
+{{DRIVER}}---
 apiVersion: lbcf.tkestack.io/v1beta1
 kind: LoadBalancer
 metadata: {name: vip, namespace: {{NS}}}
@@ -330,7 +314,7 @@ spec:
 
 // apply creates the group and its load balancer on Karmada, propagated to every member.
 func (s *scale) apply(driverURL string) {
-	text := strings.NewReplacer("{{NS}}", s.ns, "{{URL}}", driverURL, "{{MEMBERS}}", strings.Join(s.members, ", ")).Replace(objects)
+	text := strings.NewReplacer("{{NS}}", s.ns, "{{URL}}", driverURL, "{{MEMBERS}}", strings.Join(s.members, ", "), "{{DRIVER}}", deploy.DriverYAML(s.ns, "mem", driverURL, "")).Replace(objects)
 	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(text), 4096)
 	for {
 		obj := &unstructured.Unstructured{}

@@ -13,7 +13,6 @@ package scale_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 )
 
@@ -50,19 +48,11 @@ func TestMain(m *testing.M) {
 // run that still goes over it. Unset: the chart's default.
 const EnvCandidatesBudget = "LBFED_BENCH_CANDIDATES_BUDGET"
 
-func startLbfed(ctx context.Context, t *localup.Topology) error {
-	root, err := binaries.RepoRoot()
-	if err != nil {
-		return err
-	}
-	bin := filepath.Join(t.Dir(), "lbfed-bin")
-	if err := deploy.Build(ctx, root, bin); err != nil {
-		return err
-	}
-	opts := deploy.Options{RepoRoot: root, Bin: bin}
+func startLbfed(ctx context.Context, t *localup.Topology) (err error) {
+	var opts deploy.Options
 	if v := os.Getenv(EnvCandidatesBudget); v != "" {
 		opts.Set = append(opts.Set, "controller.federation.candidatesBudgetBytes="+v)
 	}
-	lbfed, err = deploy.Start(ctx, t, opts)
+	lbfed, err = deploy.BuildAndStart(ctx, t, opts)
 	return err
 }

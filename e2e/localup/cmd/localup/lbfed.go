@@ -17,7 +17,6 @@ import (
 
 	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
@@ -37,17 +36,8 @@ type demoInfo struct {
 func demoPath(dir string) string { return filepath.Join(dir, "lbfed", "demo.json") }
 
 func startDemo(ctx context.Context, t *localup.Topology) error {
-	root, err := binaries.RepoRoot()
-	if err != nil {
-		return err
-	}
-	fmt.Println("building lbfed ...")
-	bin := filepath.Join(t.Dir(), "lbfed-bin")
-	if err := deploy.Build(ctx, root, bin); err != nil {
-		return err
-	}
-	fmt.Println("installing lbfed from its Helm chart (lbfed-controller; lbcf-controller in every member) with elb-driver and alteon-sim ...")
-	d, err := deploy.Start(ctx, t, deploy.Options{RepoRoot: root, Bin: bin})
+	fmt.Println("building lbfed, then installing it from its Helm chart (lbfed-controller; lbcf-controller in every member) with elb-driver and alteon-sim ...")
+	d, err := deploy.BuildAndStart(ctx, t, deploy.Options{})
 	if err != nil {
 		return err
 	}
