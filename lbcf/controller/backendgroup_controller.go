@@ -215,11 +215,10 @@ func (r *BackendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.Ba
 
 // GroupRecords returns the records bg owns, by name: read-only views of the cache (no deep copy
 // of a large group's records on every reconcile), which callers copy before changing anything.
+// c is the cache of a manager set up by SetupEngine (it reads SetupIndexes' group index).
 func GroupRecords(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
 	list := &lbcfv1beta1.BackendRecordList{}
-	// Read-only views of the cache (no deep copy of a large group's records on every reconcile):
-	// callers copy before they change anything.
-	if err := c.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingLabels{lbcfv1beta1.LabelGroupName: labelValue(bg.Name)},
+	if err := c.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingFields{indexRecordGroup: labelValue(bg.Name)},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list records: %w", err)
 	}

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -93,4 +94,31 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	got, err := transform(other)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(BeIdenticalTo(other), "other kinds pass through")
+}
+
+// A fleet's records go on sharing their maps when they are updated, however many load balancers
+// there are: each update decodes the record again, and a table that had started over since the
+// record's creation gave it a copy of its own (10,000 load balancers: every update did).
+func TestRecordCacheTransformSharesAcrossAFleet(t *testing.T) {
+	g := NewWithT(t)
+	transform := recordTransform(t)
+	const lbs = 12000
+	lbInfo := func(i int) map[string]string {
+		return map[string]string{"vip": fmt.Sprintf("10.%d.%d.1", i/250, i%250), "port": "80"}
+	}
+	first := make([]uintptr, lbs)
+	for round := 0; round < 2; round++ {
+		for i := 0; i < lbs; i++ {
+			r := decoded(t, fmt.Sprintf("p%d", i), "", nil)
+			r.Spec.LBInfo = lbInfo(i)
+			_, err := transform(r)
+			g.Expect(err).NotTo(HaveOccurred())
+			if round == 0 {
+				first[i] = mapID(r.Spec.LBInfo)
+				continue
+			}
+			g.Expect(r.Spec.LBInfo).To(Equal(lbInfo(i)))
+			g.Expect(mapID(r.Spec.LBInfo)).To(Equal(first[i]), "load balancer %d: the update shares the created record's lbInfo", i)
+		}
+	}
 }
