@@ -184,6 +184,14 @@ func parallel(n int, f func(i int) error) {
 //
 // LBFED_BENCH_RESYNC_LBS sets the number of LoadBalancers (and groups; 10 records each) for a
 // quicker run.
+//
+// Measured at full size (2 cores, nothing else running): resync 79.3 s, 0 driver calls, 0
+// reconciles and 40.8 ms/s of CPU in the idle minute, peak RSS 838.2 MiB (live heap 509 MB
+// idle). The first controller needed 1,915 s: every record was registered after ≈ 1,700 s, then
+// the groups' statuses waited on group reconciles that each scanned all 100,000 records (a label
+// selector on the cache) — ≈ 6 a second; a controller with the group index finished them in
+// 139 s from its start, and was the one restarted. At a tenth (1,000 LoadBalancers): resync
+// 5.5 s, 3.3 ms/s idle, 199.7 MiB.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
