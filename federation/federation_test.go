@@ -119,7 +119,7 @@ func (e *env) startController(grace time.Duration) {
 		Cache: federation.CacheOptions(), Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.reg = prometheus.NewRegistry()
-	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg, mgr.GetClient()), Options: controller.Options{
+	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg), Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
 	}}
@@ -298,6 +298,12 @@ func TestFederationAcrossMembers(t *testing.T) {
 	recs := &lbcfv1beta1.BackendRecordList{}
 	g.Expect(e.c.List(e.ctx, recs, client.InNamespace(e.ns), client.MatchingLabels{lbcfv1beta1.LabelCluster: e.ns + "-m2"})).To(Succeed())
 	g.Expect(recs.Items).To(HaveLen(1))
+	// The record gauges, from the record informer's events.
+	g.Eventually(func() []float64 {
+		return []float64{e.gauge("lbfed_cluster_registered_backends", map[string]string{"cluster": e.ns + "-m1"}),
+			e.gauge("lbfed_cluster_registered_backends", map[string]string{"cluster": e.ns + "-m2"}),
+			e.gauge("lbfed_cluster_unregistered_backends", map[string]string{"cluster": e.ns + "-m1"})}
+	}, wait).Should(Equal([]float64{2, 1, 0}))
 
 	// Scaling one member adds and removes exactly its backends.
 	deregs := e.drv.CountCalls(driver.DeregisterBackend)
@@ -313,6 +319,9 @@ func TestFederationAcrossMembers(t *testing.T) {
 	m2 = []pod{{"c", "10.2.0.1", true}, {"d", "10.2.0.2", true}}
 	e.setReports(map[string]*runtime.RawExtension{"m1": report(nil, 1, 1, false, m1...), "m2": report(nil, 1, 1, false, m2...)})
 	g.Eventually(e.backends, wait).Should(ConsistOf("10.1.0.1:80", "10.1.0.3:80", "10.2.0.1:80", "10.2.0.2:80"))
+	g.Eventually(func() float64 {
+		return e.gauge("lbfed_cluster_registered_backends", map[string]string{"cluster": e.ns + "-m2"})
+	}, wait).Should(Equal(2.0), "registrations and deregistrations are counted")
 
 	// Karmada delivers no status for m2 (applied=false, as after a recovery): its backends stay.
 	// m1 scales in the same binding update, so the controller is seen acting on it.

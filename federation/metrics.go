@@ -1,13 +1,11 @@
 package federation
 
 import (
-	"context"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
@@ -34,6 +32,8 @@ type Metrics struct {
 	counts map[types.UID]map[string]int
 	// plans: per group, each member's state and truncation.
 	plans map[types.UID]map[string]memberFigures
+	// records: the record gauges.
+	records *recordCounts
 }
 
 type memberFigures struct {
@@ -44,9 +44,9 @@ type memberFigures struct {
 var memberStates = []lbcfv1beta1.MemberState{lbcfv1beta1.MemberContributing, lbcfv1beta1.MemberStale, lbcfv1beta1.MemberUnobserved,
 	lbcfv1beta1.MemberHeld, lbcfv1beta1.MemberWithdrawn, lbcfv1beta1.MemberRecovering}
 
-// NewMetrics creates the metrics and registers them with reg. records lists the control plane's
-// BackendRecords (the manager's cache) for the registered gauge, computed at scrape time.
-func NewMetrics(reg prometheus.Registerer, records client.Reader) *Metrics {
+// NewMetrics creates the metrics and registers them with reg. The record gauges follow the
+// records once Setup has given them the manager's cache.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		candidates: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_cluster_candidates", Help: "Candidate backends reported by each member cluster, over all BackendGroups."}, []string{"cluster"}),
 		registration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -57,11 +57,12 @@ func NewMetrics(reg prometheus.Registerer, records client.Reader) *Metrics {
 			Help: "BackendGroups in which the member cluster is in each state (Contributing, Stale, Unobserved, Held, Withdrawn, Recovering)."}, []string{"cluster", "state"}),
 		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_cluster_candidates_truncated",
 			Help: "BackendGroups whose report from the member cluster is cut to its byte budget."}, []string{"cluster"}),
-		counts: map[types.UID]map[string]int{},
-		plans:  map[types.UID]map[string]memberFigures{},
+		counts:  map[types.UID]map[string]int{},
+		plans:   map[types.UID]map[string]memberFigures{},
+		records: newRecordCounts(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.candidates, m.registration, m.states, m.truncated, &registeredCollector{records: records})
+		reg.MustRegister(m.candidates, m.registration, m.states, m.truncated, m.records)
 	}
 	return m
 }
@@ -164,51 +165,4 @@ func (m *Metrics) ObserveRegistered(br *lbcfv1beta1.BackendRecord) {
 		return
 	}
 	m.registration.WithLabelValues(br.Labels[lbcfv1beta1.LabelCluster]).Observe(time.Since(br.CreationTimestamp.Time).Seconds())
-}
-
-// registeredCollector counts registered records per cluster when scraped.
-type registeredCollector struct{ records client.Reader }
-
-var registeredDesc = prometheus.NewDesc("lbfed_cluster_registered_backends", "Backends of each member cluster registered on front ends.", []string{"cluster"}, nil)
-
-var (
-	unregisteredDesc    = prometheus.NewDesc("lbfed_cluster_unregistered_backends", "Backends of each member cluster whose records are not registered (yet).", []string{"cluster"}, nil)
-	unregisteredAgeDesc = prometheus.NewDesc("lbfed_cluster_unregistered_oldest_seconds", "Age of the oldest record of each member cluster that is not registered.", []string{"cluster"}, nil)
-)
-
-func (c *registeredCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- registeredDesc
-	ch <- unregisteredDesc
-	ch <- unregisteredAgeDesc
-}
-
-func (c *registeredCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	list := &lbcfv1beta1.BackendRecordList{}
-	if err := c.records.List(ctx, list, client.HasLabels{lbcfv1beta1.LabelCluster}, client.UnsafeDisableDeepCopy); err != nil {
-		return
-	}
-	counts, pending, oldest := map[string]int{}, map[string]int{}, map[string]float64{}
-	now := time.Now()
-	for i := range list.Items {
-		br := &list.Items[i]
-		cluster := br.Labels[lbcfv1beta1.LabelCluster]
-		switch {
-		case br.IsRegistered():
-			counts[cluster]++
-		case br.DeletionTimestamp == nil:
-			pending[cluster]++
-			if age := now.Sub(br.CreationTimestamp.Time).Seconds(); age > oldest[cluster] {
-				oldest[cluster] = age
-			}
-		}
-	}
-	for cluster, n := range counts {
-		ch <- prometheus.MustNewConstMetric(registeredDesc, prometheus.GaugeValue, float64(n), cluster)
-	}
-	for cluster, n := range pending {
-		ch <- prometheus.MustNewConstMetric(unregisteredDesc, prometheus.GaugeValue, float64(n), cluster)
-		ch <- prometheus.MustNewConstMetric(unregisteredAgeDesc, prometheus.GaugeValue, oldest[cluster], cluster)
-	}
 }

@@ -79,6 +79,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 		Policy: opts.MemberLossPolicy, CandidatesBudget: opts.CandidatesBudget, DryRun: opts.DryRun, Metrics: opts.ClusterMetrics}
 	if opts.ClusterMetrics != nil {
 		opts.OnRegistered = opts.ClusterMetrics.ObserveRegistered
+		if err := opts.ClusterMetrics.records.watch(ctx, mgr.GetCache()); err != nil {
+			return nil, err
+		}
 	}
 	c := mgr.GetClient()
 	groupsOfCluster := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {

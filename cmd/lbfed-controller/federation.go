@@ -119,7 +119,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		return nil, fmt.Errorf("--federation-member-loss-policy=%q: want FailStatic, Withdraw or Keep", c.memberLossPolicy)
 	}
 	opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync, MemberLossPolicy: policy, CandidatesBudget: c.candidatesBudget,
-		ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry, mgr.GetClient())}
+		ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry)}
 	if c.memberPods {
 		pods, err := controller.NewClusterProxyPods(mgr.GetConfig(), c.memberPodTTL)
 		if err != nil {
