@@ -185,13 +185,14 @@ func parallel(n int, f func(i int) error) {
 // LBFED_BENCH_RESYNC_LBS sets the number of LoadBalancers (and groups; 10 records each) for a
 // quicker run.
 //
-// Measured at full size (2 cores, nothing else running): resync 79.3 s, 0 driver calls, 0
-// reconciles and 40.8 ms/s of CPU in the idle minute, peak RSS 838.2 MiB (live heap 509 MB
-// idle). The first controller needed 1,915 s: every record was registered after ≈ 1,700 s, then
-// the groups' statuses waited on group reconciles that each scanned all 100,000 records (a label
-// selector on the cache) — ≈ 6 a second; a controller with the group index finished them in
-// 139 s from its start, and was the one restarted. At a tenth (1,000 LoadBalancers): resync
-// 5.5 s, 3.3 ms/s idle, 199.7 MiB.
+// Measured at full size (2 cores, nothing else running), with the group index: from scratch
+// 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it
+// the initial cache sync), 0 driver calls, 0 reconciles in the idle minute, peak RSS 871.9 MiB
+// (live heap 509 MB idle). Idle CPU without scrapes ≈ 2 ms/s; the figure was 24-41 ms/s while
+// the window held the benchmark's six scrapes and the record gauges listed every record per
+// scrape (≈ 317 ms of CPU each at this size). Before the group index, each group reconcile
+// scanned all 100,000 records: the groups' statuses ran ≈ 6 reconciles a second, 20× slower.
+// At a tenth (1,000 LoadBalancers): resync 3.3 s, 170-192 MiB.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
