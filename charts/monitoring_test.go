@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/federation"
@@ -22,7 +21,7 @@ import (
 func exportedMetrics() map[string]bool {
 	descs := make(chan *prometheus.Desc, 1024)
 	rec := &describer{descs: descs}
-	federation.NewMetrics(rec, fake.NewClientBuilder().Build())
+	federation.NewMetrics(rec)
 	controller.NewMetrics(rec)
 	driver.NewMetrics(rec)
 	close(descs)

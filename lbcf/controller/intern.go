@@ -138,7 +138,10 @@ func (in *recordInterner) transform(o any) (any, error) {
 	br.APIVersion, br.Kind = in.str(br.APIVersion), in.str(br.Kind)
 	br.Namespace = in.str(br.Namespace)
 	br.Labels = in.labels(br.Labels)
-	if len(br.Annotations) > 0 {
+	// A record created with its generated address carries that address as an annotation: a map
+	// of its own, kept as it is. Interned, every such map was a new entry (100,000 records: as
+	// many), which pushed the maps that are shared out of the table.
+	if _, own := br.Annotations[AnnotationBackendAddr]; len(br.Annotations) > 0 && !own {
 		br.Annotations = in.stringMap(br.Annotations)
 	}
 	for i := range br.Finalizers {
