@@ -177,16 +177,25 @@ func peerCommand(remoteAddr string) string {
 		return ""
 	}
 	ip := ap.Addr().Unmap().As4()
-	// /proc/net/tcp prints the address as the host-order 32-bit word, in hex.
-	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port())
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return ""
-	}
+	// /proc/net/tcp prints the address as the host-order 32-bit word, in hex; /proc/net/tcp6 holds
+	// the peer's socket instead when the peer opened an IPv6 one (the address then IPv4-mapped).
+	v4 := fmt.Sprintf("%02X%02X%02X%02X", ip[3], ip[2], ip[1], ip[0])
 	inode := ""
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		if f := strings.Fields(line); len(f) > 9 && f[1] == want {
-			inode = f[9]
+	for _, table := range []struct{ path, want string }{
+		{"/proc/net/tcp", fmt.Sprintf("%s:%04X", v4, ap.Port())},
+		{"/proc/net/tcp6", fmt.Sprintf("0000000000000000FFFF0000%s:%04X", v4, ap.Port())},
+	} {
+		b, err := os.ReadFile(table.path)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 9 && f[1] == table.want {
+				inode = f[9]
+				break
+			}
+		}
+		if inode != "" {
 			break
 		}
 	}
