@@ -96,15 +96,8 @@ func scrapeSum(url, name, match string) float64 {
 
 // peakRSS is the process's peak resident set (VmHWM) in MiB.
 func (p *controllerProcess) peakRSS() float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-	if err != nil {
-		return -1
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "VmHWM:") {
-			kb, _ := strconv.ParseFloat(strings.Fields(l)[1], 64)
-			return kb / 1024
-		}
+	if hwm := localup.MemoryOf(p.cmd.Process.Pid, "VmHWM"); hwm > 0 {
+		return float64(hwm) / (1 << 20)
 	}
 	return -1
 }

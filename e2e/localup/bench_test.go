@@ -1,11 +1,7 @@
 package localup
 
 import (
-	"bufio"
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -93,18 +89,7 @@ func totalRSS(procs []*Process) int64 {
 	}
 	var total int64
 	for _, pid := range pids {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				total += kb << 10
-			}
-		}
-		f.Close()
+		total += MemoryOf(pid, "VmRSS")
 	}
 	return total
 }

@@ -383,6 +383,22 @@ func CPUTimeOf(pid int) time.Duration {
 	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
+// MemoryOf is a memory figure of process pid from /proc/<pid>/status in bytes, field one of its
+// "kB" lines (VmRSS, VmHWM: the peak); 0 when /proc cannot say.
+func MemoryOf(pid int, field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every Linux platform Go
 // supports here.
 const clockTicks = 100

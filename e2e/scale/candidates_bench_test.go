@@ -651,7 +651,7 @@ func (s *scale) sampleController() {
 		if p.Name != "lbfed-controller" {
 			continue
 		}
-		hwm := procStatus(p.PID(), "VmHWM")
+		hwm := localup.MemoryOf(p.PID(), "VmHWM")
 		s.mu.Lock()
 		s.pids[p.PID()] = true
 		s.peakRSS = max(s.peakRSS, hwm)
@@ -673,23 +673,6 @@ func (s *scale) controllerRestarts() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.pids) - 1
-}
-
-// procStatus reads a "kB" field of /proc/<pid>/status, in bytes.
-func procStatus(pid int, field string) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // klogError starts a klog error line ("E0102 15:04:05.000000 …").
