@@ -7,8 +7,9 @@ import (
 	"text/template"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lbfed/lbfed/e2e/localup"
 )
 
 // Example is the demo application: a Deployment spread over the members and a BackendGroup
@@ -116,18 +117,7 @@ func (e Example) Objects(d *Deployment) ([]*unstructured.Unstructured, error) {
 	}{e, d.DriverURL, e.PreStopSeconds + 20}); err != nil {
 		return nil, err
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(b.String()), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			break
-		}
-		if len(obj.Object) > 0 {
-			out = append(out, obj)
-		}
-	}
-	return out, nil
+	return localup.DecodeManifests([]byte(b.String()))
 }
 
 // Apply creates the example on the Karmada API server.

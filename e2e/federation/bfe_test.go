@@ -8,13 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/e2e/localup"
@@ -105,15 +102,10 @@ func TestFederatedBFE(t *testing.T) {
 	b := w.startBFE(bin, "bfe-e2e")
 	httpAddr, driverAddr := b.HTTPAddr, b.DriverAddr
 
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host, deploy.DriverYAML(w.ex.Namespace, "bfe", "https://"+driverAddr, ""))), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			break
-		}
-		if len(obj.Object) > 0 {
-			g.Expect(deploy.Apply(w.ctx, w.karmada, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
-		}
+	objs, err := localup.DecodeManifests([]byte(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host, deploy.DriverYAML(w.ex.Namespace, "bfe", "https://"+driverAddr, ""))))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range objs {
+		g.Expect(deploy.Apply(w.ctx, w.karmada, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 	}
 
 	// Every Ready pod of both members is registered.

@@ -18,8 +18,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -229,15 +227,9 @@ func (p *parityEnv) namespace(t *testing.T, prefix string) string {
 
 // apply creates or updates the objects of a YAML stream on the Karmada API server.
 func (p *parityEnv) apply(g Gomega, doc string) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			break
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	objs, err := localup.DecodeManifests([]byte(doc))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range objs {
 		// lbfed's admission reads through a cache: a driver just created may not be in it yet.
 		g.Eventually(func() error { return deploy.Apply(p.ctx, p.karmada, obj.DeepCopy()) }, 30*time.Second, 250*time.Millisecond).
 			Should(Succeed(), "apply %s %s", obj.GetKind(), obj.GetName())

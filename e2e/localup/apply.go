@@ -31,9 +31,9 @@ func newClient(cfg *rest.Config) (client.Client, error) {
 	return c, nil
 }
 
-// decodeManifests splits a multi-document YAML (or JSON) stream into objects, skipping empty
+// DecodeManifests splits a multi-document YAML (or JSON) stream into objects, skipping empty
 // documents.
-func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
+func DecodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for {

@@ -138,7 +138,7 @@ func (k *karmadaSetup) manifests(c *Cluster) ([]*unstructured.Unstructured, erro
 		if err != nil {
 			return fmt.Errorf("read karmada manifest: %w", err)
 		}
-		objs, err := decodeManifests([]byte(render(string(b))))
+		objs, err := DecodeManifests([]byte(render(string(b))))
 		if err != nil {
 			return fmt.Errorf("%s: %w", rel, err)
 		}
@@ -172,7 +172,7 @@ func (k *karmadaSetup) manifests(c *Cluster) ([]*unstructured.Unstructured, erro
 	// The aggregated apiserver is reached through an ExternalName Service to localhost; the
 	// aggregator then verifies its certificate against the Service's DNS name, which the shared
 	// serving certificate carries.
-	apiService, err := decodeManifests([]byte(fmt.Sprintf(`
+	apiService, err := DecodeManifests([]byte(fmt.Sprintf(`
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
 metadata:
@@ -224,7 +224,7 @@ func kustomizeCRDs(dir string, render func(string) string) ([]*unstructured.Unst
 		if err != nil {
 			return nil, fmt.Errorf("read karmada CRD: %w", err)
 		}
-		objs, err := decodeManifests(b)
+		objs, err := DecodeManifests(b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r, err)
 		}
@@ -238,7 +238,7 @@ func kustomizeCRDs(dir string, render func(string) string) ([]*unstructured.Unst
 		if err != nil {
 			return nil, fmt.Errorf("read karmada CRD patch: %w", err)
 		}
-		patches, err := decodeManifests([]byte(render(string(b))))
+		patches, err := DecodeManifests([]byte(render(string(b))))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.Path, err)
 		}

@@ -99,10 +99,10 @@ func TestMergeMaps(t *testing.T) {
 
 func TestDecodeManifests(t *testing.T) {
 	g := NewWithT(t)
-	objs, err := decodeManifests([]byte("---\n# comment only\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n"))
+	objs, err := DecodeManifests([]byte("---\n# comment only\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n---\n\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: b}\n"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(objs).To(HaveLen(2))
 	g.Expect(objs[1].GetName()).To(Equal("b"))
-	_, err = decodeManifests([]byte("kind: [unclosed\n"))
+	_, err = DecodeManifests([]byte("kind: [unclosed\n"))
 	g.Expect(err).To(HaveOccurred())
 }

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -315,15 +314,11 @@ spec:
 // apply creates the group and its load balancer on Karmada, propagated to every member.
 func (s *scale) apply(driverURL string) {
 	text := strings.NewReplacer("{{NS}}", s.ns, "{{URL}}", driverURL, "{{MEMBERS}}", strings.Join(s.members, ", "), "{{DRIVER}}", deploy.DriverYAML(s.ns, "mem", driverURL, "")).Replace(objects)
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(text), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			break
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
+	objs, err := localup.DecodeManifests([]byte(text))
+	if err != nil {
+		s.b.Fatal(err)
+	}
+	for _, obj := range objs {
 		if err := deploy.Apply(s.ctx, s.karmada, obj); err != nil {
 			s.b.Fatalf("apply %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
