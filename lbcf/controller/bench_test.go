@@ -57,9 +57,9 @@ import (
 // (alternate runs at load 6-12.) Idle, alternate runs: a9ed41e 26.1, 23.2 s (7.78, 6.99 ms);
 // now 23.9, 21.9, 24.1 s (7.20, 6.77, 7.16 ms): 0.92×, 0.94× the time. As a ServiceAccount the
 // controller is subject to API Priority and Fairness (the admin certificate was exempt): in two
-// of those runs 39-40 status writes were answered 429 and retried by client-go. At ≈ 7 ms per backend, 5,000 backends are 35 s of control-plane
-// CPU: ≥ 17.5 s on two cores with nothing else running, about 20 s with the controller's own
-// 0.4 core. The ≤ 20 s target sits on that floor on this machine.
+// of those runs 39-40 status writes were answered 429 and retried by client-go. At ≈ 7 ms per
+// backend, 5,000 backends are 35 s of control-plane CPU: ≥ 17.5 s on two cores with nothing
+// else running, about 20 s with the controller's own 0.4 core. The ≤ 20 s target sits on that floor on this machine.
 func BenchmarkRegister5000Pods(b *testing.B) {
 	const n = 5000
 	for i := 0; i < b.N; i++ {
