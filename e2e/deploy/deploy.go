@@ -22,11 +22,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +49,7 @@ import (
 	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/e2e/localup/binaries"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
 )
@@ -554,6 +557,42 @@ func (d *Deployment) installLbfed(ctx context.Context, t *localup.Topology, opts
 		if err := waitHTTP(ctx, "http://"+probe+"/readyz", nil); err != nil {
 			return fmt.Errorf("lbcf-controller in %s: %w", m.Name(), err)
 		}
+		if err := poll(ctx, 4*time.Minute, func() error { return lbcfEnabled(ctx, kc, m.Name()) }); err != nil {
+			return fmt.Errorf("member %s: %w", m.Name(), err)
+		}
+	}
+	return nil
+}
+
+// lbcfEnabled reports whether Karmada's Cluster object of member lists the LBCF kinds in its
+// API enablements. Until it does, the scheduler fails a binding of those kinds ("did not have
+// the API resource") and does not try again until the cluster changes for another reason: CI
+// once saw the first test's BackendGroup wait 3 minutes for that after the member received its
+// CRDs.
+func lbcfEnabled(ctx context.Context, kc client.Client, member string) error {
+	cl := &unstructured.Unstructured{}
+	cl.SetAPIVersion("cluster.karmada.io/v1alpha1")
+	cl.SetKind("Cluster")
+	if err := kc.Get(ctx, client.ObjectKey{Name: member}, cl); err != nil {
+		return err
+	}
+	want := map[string]bool{"BackendGroup": true, "BackendRecord": true, "LoadBalancer": true, "LoadBalancerDriver": true}
+	enablements, _, _ := unstructured.NestedSlice(cl.Object, "status", "apiEnablements")
+	for _, e := range enablements {
+		e, _ := e.(map[string]any)
+		if e["groupVersion"] != lbcfv1beta1.SchemeGroupVersion.String() {
+			continue
+		}
+		resources, _, _ := unstructured.NestedSlice(e, "resources")
+		for _, r := range resources {
+			if r, ok := r.(map[string]any); ok {
+				kind, _ := r["kind"].(string)
+				delete(want, kind)
+			}
+		}
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("cluster %s does not list the API resources %v of %s yet", member, slices.Sorted(maps.Keys(want)), lbcfv1beta1.SchemeGroupVersion)
 	}
 	return nil
 }
