@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,16 @@ func (m *Metrics) observeProcess(kind string, start time.Time) {
 type meteredQueue struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
 	pending, working prometheus.Gauge
+	// pendingMu makes reading the length and setting the gauge one step: otherwise a caller that
+	// read a longer queue could set its figure after the last worker set 0, and the gauge kept
+	// showing work that was done (14 records for 15 minutes, beside workqueue_depth 0).
+	pendingMu sync.Mutex
+}
+
+func (q *meteredQueue) setPending() {
+	q.pendingMu.Lock()
+	defer q.pendingMu.Unlock()
+	q.pending.Set(float64(q.Len()))
 }
 
 func (m *Metrics) newQueue(kind string) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
@@ -76,12 +87,12 @@ func (m *Metrics) newQueue(kind string) func(string, workqueue.TypedRateLimiter[
 
 func (q *meteredQueue) Add(item reconcile.Request) {
 	q.TypedRateLimitingInterface.Add(item)
-	q.pending.Set(float64(q.Len()))
+	q.setPending()
 }
 
 func (q *meteredQueue) Get() (reconcile.Request, bool) {
 	item, shutdown := q.TypedRateLimitingInterface.Get()
-	q.pending.Set(float64(q.Len()))
+	q.setPending()
 	if !shutdown {
 		q.working.Inc()
 	}
@@ -91,5 +102,5 @@ func (q *meteredQueue) Get() (reconcile.Request, bool) {
 func (q *meteredQueue) Done(item reconcile.Request) {
 	q.TypedRateLimitingInterface.Done(item)
 	q.working.Dec()
-	q.pending.Set(float64(q.Len()))
+	q.setPending()
 }
