@@ -176,7 +176,9 @@ func parallel(n int, f func(i int) error) {
 //	go test ./federation -run XXX -bench RestartResync -benchtime 1x -timeout 120m
 //
 // LBFED_BENCH_RESYNC_LBS sets the number of LoadBalancers (and groups; 10 records each) for a
-// quicker run.
+// quicker run; LBFED_BENCH_HEAP_PROFILE a file for the restarted process's heap profile (taken
+// when idle), LBFED_BENCH_CPU_PROFILE one for a CPU profile of its first LBFED_BENCH_CPU_SECONDS
+// (10) seconds.
 //
 // Measured at full size (2 cores, nothing else running), with the group index: from scratch
 // 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it
@@ -212,6 +214,9 @@ func BenchmarkRestartResync(b *testing.B) {
 		start := time.Now()
 		b.StartTimer()
 		p := startLbfedController(b, bin, kc, "GOMEMLIMIT="+chartGoMemLimit(b))
+		if path := os.Getenv("LBFED_BENCH_CPU_PROFILE"); path != "" {
+			go p.saveCPUProfile(path, cpuProfileSeconds())
+		}
 		e.g.Eventually(func() bool {
 			return p.metric("key_process_latency_count", `crd="BackendRecord"`) >= float64(records) &&
 				p.metric("key_process_latency_count", `crd="LoadBalancer"`) >= float64(lbs) &&
@@ -253,6 +258,13 @@ func BenchmarkRestartResync(b *testing.B) {
 		}
 		b.ReportMetric(float64(mutations), "driver-calls")
 		b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
+		// The live heap: what the heap holds right after a collection (the profile's gc=1).
+		path := os.Getenv("LBFED_BENCH_HEAP_PROFILE")
+		if path == "" {
+			path = filepath.Join(b.TempDir(), "heap.pprof")
+		}
+		p.saveHeapProfile(b, path)
+		b.ReportMetric(p.metric("go_memstats_heap_alloc_bytes", "")/1e6, "MB-live-heap")
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 	}
@@ -377,6 +389,32 @@ func (p *controllerProcess) saveHeapProfile(tb testing.TB, path string) {
 	}
 	defer f.Close()
 	_, _ = io.Copy(f, rsp.Body)
+}
+
+// saveCPUProfile writes a CPU profile of the process's first seconds (from when its metrics
+// server answers), for go tool pprof; errors leave no file.
+func (p *controllerProcess) saveCPUProfile(path string, seconds int) {
+	base := strings.TrimSuffix(p.metrics, "/metrics")
+	for i := 0; i < 100 && scrapeSum(p.metrics, "go_goroutines", "") < 0; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	rsp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds))
+	if err != nil {
+		return
+	}
+	defer rsp.Body.Close()
+	if f, err := os.Create(path); err == nil {
+		_, _ = io.Copy(f, rsp.Body)
+		_ = f.Close()
+	}
+}
+
+// cpuProfileSeconds is LBFED_BENCH_CPU_SECONDS, 10 by default.
+func cpuProfileSeconds() int {
+	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_CPU_SECONDS")); err == nil && n > 0 {
+		return n
+	}
+	return 10
 }
 
 // ownProcessEnv names the one benchmark a child process runs.

@@ -65,14 +65,14 @@ func (r *registrationReporter) Reconcile(ctx context.Context, req ctrl.Request) 
 		if cr == nil {
 			cr = r.src.lastReport(bg.UID, item.ClusterName)
 		}
-		if cr == nil || len(cr.items) == 0 {
+		if cr == nil || len(cr.itemBackend) == 0 {
 			continue
 		}
 		names := make([][]string, len(lbs))
 		for j, lb := range lbs {
 			names[j] = cr.recordNames(lb, bg.Name)
 		}
-		reg[item.ClusterName] = lbcfv1beta1.NewMemberRegistration(cr.items, func(i int) bool {
+		reg[item.ClusterName] = lbcfv1beta1.MemberRegistrationOf(cr.itemsDigest, len(cr.itemBackend), func(i int) bool {
 			k := cr.itemBackend[i]
 			if k < 0 || len(lbs) == 0 {
 				return false

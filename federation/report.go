@@ -72,9 +72,10 @@ type clusterReport struct {
 	// digest of the report's bytes and the template generation it was judged current for.
 	digest     uint64
 	generation int64
-	// items are the report's items as the member wrote them, and itemBackend the index in
-	// backends of each (-1 when it did not decode): what the registration answer refers to.
-	items       []string
+	// itemsDigest is the ReportDigest of the report's items as the member wrote them, and
+	// itemBackend the index in backends of each item (-1 when it did not decode): what the
+	// registration answer refers to. The items themselves are not kept (≈ 70 bytes a backend).
+	itemsDigest string
 	itemBackend []int
 
 	// names memoizes the record name of each backend per load balancer (see recordNames).
@@ -118,8 +119,10 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 		params = map[string]string{}
 	}
 	params[lbcfv1beta1.ParamCluster] = cluster
+	// Sized once: appended one by one, a report's backends took up to half as much again in
+	// spare capacity (5 backends: 1,792 bytes for 1,040), kept for every group and member.
 	out := &clusterReport{cluster: cluster, partial: r.truncated(), truncated: r.truncated(), request: r.ReportRequest,
-		byKey: make(map[string]*controller.Backend, len(cands))}
+		backends: make([]controller.Backend, 0, len(cands)), byKey: make(map[string]*controller.Backend, len(cands))}
 	if err != nil {
 		out.partial = true // entries that did not decode may be backends we must not drop
 	}
@@ -144,8 +147,8 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 		}
 		out.backends = append(out.backends, b)
 	}
-	out.items = r.Candidates.Items
-	out.itemBackend = make([]int, len(out.items))
+	out.itemsDigest = lbcfv1beta1.ReportDigest(r.Candidates.Items)
+	out.itemBackend = make([]int, len(r.Candidates.Items))
 	for i := range out.itemBackend {
 		out.itemBackend[i] = -1
 	}

@@ -144,6 +144,9 @@ func (in *recordInterner) transform(o any) (any, error) {
 	if _, own := br.Annotations[AnnotationBackendAddr]; len(br.Annotations) > 0 && !own {
 		br.Annotations = in.stringMap(br.Annotations)
 	}
+	if a := br.Annotations[AnnotationBackendAddr]; a != "" && a == br.Status.BackendAddr {
+		br.Status.BackendAddr = a // registered: the status repeats it; keep one string
+	}
 	for i := range br.Finalizers {
 		br.Finalizers[i] = in.str(br.Finalizers[i])
 	}

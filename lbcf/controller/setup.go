@@ -27,7 +27,7 @@ import (
 
 // Field indexes.
 const (
-	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord with an address: <load balancer namespace/name>|<address>
+	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord with an address: the bucket of its lbAddrKey (see lbAddrBucket)
 	indexRecordGroup    = "lbfed.group"     // BackendRecord: its group label (namespaced)
 	indexGroupLB        = "lbfed.lb"        // BackendGroup: namespace/name of every LoadBalancer it may use
 	indexGroupService   = "lbfed.service"   // BackendGroup: namespace/name of its Service
@@ -41,14 +41,7 @@ type Watch func(*builder.Builder) *builder.Builder
 // SetupIndexes registers the field indexes the reconcilers use. Call once per manager.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	fi := mgr.GetFieldIndexer()
-	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, func(o client.Object) []string {
-		// Every record with an address: records being deregistered delay a new registration of
-		// their address (addrBeingDeregistered), live ones keep it on the device (dupaddr.go).
-		if key := recordLBAddrKey(o.(*lbcfv1beta1.BackendRecord)); key != "" {
-			return []string{key}
-		}
-		return nil
-	}); err != nil {
+	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, recordLBAddrIndex); err != nil {
 		return fmt.Errorf("index records by address: %w", err)
 	}
 	// A label selector on the cache scans every record of the namespace: with 100,000 records,
@@ -62,6 +55,16 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		return fmt.Errorf("index records by group: %w", err)
 	}
 	return setupGroupIndexes(ctx, mgr)
+}
+
+// recordLBAddrIndex indexes every record with an address: records being deregistered delay a new
+// registration of their address (addrBeingDeregistered), live ones keep it on the device
+// (dupaddr.go).
+func recordLBAddrIndex(o client.Object) []string {
+	if key := recordLBAddrKey(o.(*lbcfv1beta1.BackendRecord)); key != "" {
+		return []string{lbAddrBucket(key)}
+	}
+	return nil
 }
 
 func setupGroupIndexes(ctx context.Context, mgr ctrl.Manager) error {

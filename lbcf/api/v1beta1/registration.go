@@ -45,13 +45,19 @@ func ReportDigest(items []string) string {
 
 // NewMemberRegistration encodes the state of a report's items.
 func NewMemberRegistration(items []string, registered func(i int) bool) MemberRegistration {
-	bits := make([]byte, (len(items)+7)/8)
-	for i := range items {
+	return MemberRegistrationOf(ReportDigest(items), len(items), registered)
+}
+
+// MemberRegistrationOf encodes the state of the count items of the report whose ReportDigest is
+// digest: for a reader that keeps the digest rather than the items.
+func MemberRegistrationOf(digest string, count int, registered func(i int) bool) MemberRegistration {
+	bits := make([]byte, (count+7)/8)
+	for i := 0; i < count; i++ {
 		if registered(i) {
 			bits[i/8] |= 1 << (i % 8)
 		}
 	}
-	return MemberRegistration{Report: ReportDigest(items), Bits: base64.RawStdEncoding.EncodeToString(bits), Count: len(items)}
+	return MemberRegistration{Report: digest, Bits: base64.RawStdEncoding.EncodeToString(bits), Count: count}
 }
 
 // Registered returns the state of each of the report's Count items.
