@@ -188,6 +188,9 @@ func parallel(n int, f func(i int) error) {
 // scrape (≈ 317 ms of CPU each at this size). Before the group index, each group reconcile
 // scanned all 100,000 records: the groups' statuses ran ≈ 6 reconciles a second, 20× slower.
 // At a tenth (1,000 LoadBalancers): resync 3.3 s, 170-192 MiB.
+// With the address index in buckets and leaner member reports (one full-size run): from scratch
+// 1,012 s, resync 55.9 s, 0 driver calls, 0 idle reconciles, idle CPU 12.2 ms/s (scrapes out
+// of the window), peak RSS 805.3 MiB, live heap 436.7 MB (0.86× the 509 MB before).
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
