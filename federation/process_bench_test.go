@@ -381,35 +381,36 @@ func BenchmarkControllerRSS(b *testing.B) {
 
 // saveHeapProfile fetches the process's heap profile (for go tool pprof).
 func (p *controllerProcess) saveHeapProfile(tb testing.TB, path string) {
-	rsp, err := http.Get(strings.TrimSuffix(p.metrics, "/metrics") + "/debug/pprof/heap?gc=1")
-	if err != nil {
+	if err := p.saveProfile("heap?gc=1", path); err != nil {
 		tb.Fatal(err)
 	}
-	defer rsp.Body.Close()
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	_, _ = io.Copy(f, rsp.Body)
 }
 
 // saveCPUProfile writes a CPU profile of the process's first seconds (from when its metrics
 // server answers), for go tool pprof; errors leave no file.
 func (p *controllerProcess) saveCPUProfile(path string, seconds int) {
-	base := strings.TrimSuffix(p.metrics, "/metrics")
 	for i := 0; i < 100 && scrapeSum(p.metrics, "go_goroutines", "") < 0; i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	rsp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds))
+	_ = p.saveProfile(fmt.Sprintf("profile?seconds=%d", seconds), path)
+}
+
+// saveProfile writes the process's /debug/pprof/<name> to path.
+func (p *controllerProcess) saveProfile(name, path string) error {
+	rsp, err := http.Get(strings.TrimSuffix(p.metrics, "/metrics") + "/debug/pprof/" + name)
 	if err != nil {
-		return
+		return err
 	}
 	defer rsp.Body.Close()
-	if f, err := os.Create(path); err == nil {
-		_, _ = io.Copy(f, rsp.Body)
-		_ = f.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
 	}
+	_, err = io.Copy(f, rsp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // cpuProfileSeconds is LBFED_BENCH_CPU_SECONDS, 10 by default.

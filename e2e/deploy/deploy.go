@@ -576,7 +576,8 @@ func lbcfEnabled(ctx context.Context, kc client.Client, member string) error {
 	if err := kc.Get(ctx, client.ObjectKey{Name: member}, cl); err != nil {
 		return err
 	}
-	want := map[string]bool{"BackendGroup": true, "BackendRecord": true, "LoadBalancer": true, "LoadBalancerDriver": true}
+	want := map[string]bool{lbcfv1beta1.KindBackendGroup: true, lbcfv1beta1.KindBackendRecord: true,
+		lbcfv1beta1.KindLoadBalancer: true, lbcfv1beta1.KindLoadBalancerDriver: true}
 	enablements, _, _ := unstructured.NestedSlice(cl.Object, "status", "apiEnablements")
 	for _, e := range enablements {
 		e, _ := e.(map[string]any)

@@ -59,7 +59,8 @@ import (
 // controller is subject to API Priority and Fairness (the admin certificate was exempt): in two
 // of those runs 39-40 status writes were answered 429 and retried by client-go. At ≈ 7 ms per
 // backend, 5,000 backends are 35 s of control-plane CPU: ≥ 17.5 s on two cores with nothing
-// else running, about 20 s with the controller's own 0.4 core. The ≤ 20 s target sits on that floor on this machine.
+// else running, about 20 s with the controller's own 0.4 core. The ≤ 20 s target sits on that
+// floor on this machine.
 func BenchmarkRegister5000Pods(b *testing.B) {
 	const n = 5000
 	for i := 0; i < b.N; i++ {

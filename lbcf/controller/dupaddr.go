@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"sort"
 	"strconv"
@@ -67,14 +68,12 @@ func recordLBAddrKey(br *lbcfv1beta1.BackendRecord) string {
 // records (≈ 25 at 100,000) and keeps those of the same key.
 const lbAddrBuckets = 4096
 
-// lbAddrBucket is the index value of an lbAddrKey: its FNV-1a hash modulo lbAddrBuckets, in hex.
+// lbAddrSeed seeds the buckets' hash: the index lives in this process only.
+var lbAddrSeed = maphash.MakeSeed()
+
+// lbAddrBucket is the index value of an lbAddrKey: its hash modulo lbAddrBuckets, in hex.
 func lbAddrBucket(key string) string {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return strconv.FormatUint(uint64(h%lbAddrBuckets), 16)
+	return strconv.FormatUint(maphash.String(lbAddrSeed, key)%lbAddrBuckets, 16)
 }
 
 // sameAddr lists the other records holding br's address on the same load balancer (same lbInfo:
