@@ -196,6 +196,10 @@ func parallel(n int, f func(i int) error) {
 // live heap 436.2 MB. Its idle CPU profile: 500 of 630 ms are that forced collection's marking,
 // 30 ms sweeping, the rest the scheduler and netpoller; no sample in lbfed, client-go or
 // controller-runtime code. What idle costs is the runtime's periodic scan of the live heap.
+// With the member gauges kept as running totals (each group reconcile recomputed them over every
+// group: 1.9 ms a reconcile at 10,000 groups, under one lock; BenchmarkSetPlan): from scratch
+// 979 s, resync 36.5 s (0.63× the 58.0 s of the run before), 0 driver calls, 0 idle reconciles,
+// idle CPU 8.5 ms/s (one collection), peak RSS 805.7 MiB, live heap 433.9 MB.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
