@@ -85,13 +85,30 @@ func (m *Metrics) setPlan(bg types.UID, p *groupPlan) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.setPlanLocked(bg, p.members)
+}
+
+// forget drops a deleted group's figures: a plan without members, then no entry at all.
+func (m *Metrics) forget(bg types.UID) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setPlanLocked(bg, nil)
+	delete(m.plans, bg)
+}
+
+// setPlanLocked replaces group bg's figures with those of members: its old figures leave the
+// totals, the new ones enter them, and the gauges of every member either names are set again.
+func (m *Metrics) setPlanLocked(bg types.UID, members map[string]*memberPlan) {
 	touched := map[string]bool{}
 	for name, f := range m.plans[bg] {
 		m.tallyLocked(name, f, -1)
 		touched[name] = true
 	}
-	figures := make(map[string]memberFigures, len(p.members))
-	for name, mp := range p.members {
+	figures := make(map[string]memberFigures, len(members))
+	for name, mp := range members {
 		f := memberFigures{state: mp.status.State, truncated: mp.status.Truncated}
 		figures[name] = f
 		m.tallyLocked(name, f, 1)
@@ -108,27 +125,6 @@ func (m *Metrics) setPlan(bg types.UID, p *groupPlan) {
 		}
 	}
 	m.plans[bg] = figures
-	for name := range touched {
-		m.publishLocked(name)
-	}
-}
-
-// forget drops a deleted group's figures.
-func (m *Metrics) forget(bg types.UID) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	touched := map[string]bool{}
-	for name, f := range m.plans[bg] {
-		m.tallyLocked(name, f, -1)
-		touched[name] = true
-	}
-	delete(m.plans, bg)
-	for name := range m.counts[bg] {
-		m.setCandidatesLocked(bg, name, 0)
-	}
 	for name := range touched {
 		m.publishLocked(name)
 	}
