@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
@@ -191,7 +192,8 @@ func BenchmarkFederatedBackendChanges(b *testing.B) {
 		st.restart()
 		go st.traceApplies(sim, stop)
 		before := sim.A.Applies() + sim.B.Applies()
-		start := time.Now()
+		start, cpu0 := time.Now(), testenv.ControlPlaneCPU(b)
+		profiled := testenv.ProfileAPIServer(b, e.cfg, "backendchanges", 6*time.Second)
 		b.StartTimer()
 		set(next)
 		st.mark("binding written")
@@ -201,6 +203,8 @@ func BenchmarkFederatedBackendChanges(b *testing.B) {
 		close(stop)
 		b.ReportMetric(float64(sim.A.Applies()+sim.B.Applies()-before), "applies")
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-programmed")
+		b.ReportMetric(float64((testenv.ControlPlaneCPU(b)-cpu0).Milliseconds())/1000, "cp-cpu-ms/change")
+		profiled()
 		b.Logf("stages after the binding write:\n%s", st.table())
 	}
 }

@@ -173,10 +173,19 @@ func (t *filesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.transport().RoundTrip(r)
 }
 
+// IdleConnsPerDriver is how many idle connections to one driver are kept for its next calls. A
+// burst holds a connection per call in flight (HTTP/1.1; HTTP/2 beyond the driver's streams per
+// connection), up to the controller's per-driver call budget (384 by default, 768 with 1,024
+// record workers); connections beyond the kept ones are closed when their call ends, and the next
+// burst dials (and with TLS handshakes) again. Idle connections close after the transport's idle
+// timeout (90 s).
+const IdleConnsPerDriver = 1024
+
 func newTransport(cfg *tls.Config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = cfg
-	t.MaxIdleConnsPerHost = 64 // drivers see bursts of calls; keep connections for them
+	t.MaxIdleConnsPerHost = IdleConnsPerDriver
+	t.MaxIdleConns = 0 // no limit over all drivers beside the per-driver one
 	return t
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -203,5 +204,81 @@ func TestClientRejectsBadURL(t *testing.T) {
 	_, err := NewClient(ClientOptions{}).Healthz(context.Background(), Endpoint{Name: "ns/d", URL: "not a url"})
 	if err == nil || !strings.Contains(err.Error(), "bad driver URL") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// A burst of calls to one driver needs a connection per call in flight (HTTP/1.1, or HTTP/2
+// beyond the server's streams); the next burst must find them kept rather than dial again (with
+// TLS a handshake on both ends per call). Before, 64 were kept per driver and 100 in all: every
+// burst of the controller's default call budget (384) dialled ≥ 320 connections.
+func TestClientKeepsConnectionsForABurst(t *testing.T) {
+	const burst = 400
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T, srv *httptest.Server) *Client
+		tls    bool
+	}{
+		{"default transport", func(*testing.T, *httptest.Server) *Client { return NewClient(ClientOptions{}) }, false},
+		{"files transport", func(t *testing.T, srv *httptest.Server) *Client {
+			caFile := filepath.Join(t.TempDir(), "ca.crt")
+			if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rt, err := NewFilesTransport(TLSFiles{CAFile: caFile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return NewClient(ClientOptions{Transport: rt})
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			type barrier struct {
+				inFlight atomic.Int64
+				release  chan struct{}
+			}
+			var cur atomic.Pointer[barrier]
+			var dialled atomic.Int64
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// Hold every call until the whole burst is in flight, so that it needs a
+				// connection each.
+				b := cur.Load()
+				if b.inFlight.Add(1) == burst {
+					close(b.release)
+				}
+				<-b.release
+				answer(`{"healthy":true}`)(w, r)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					dialled.Add(1)
+				}
+			}
+			if tc.tls {
+				srv.EnableHTTP2 = false // HTTP/1.1 drivers: one call per connection
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			c := tc.client(t, srv)
+			wave := func() {
+				cur.Store(&barrier{release: make(chan struct{})})
+				errs := make(chan error, burst)
+				for i := 0; i < burst; i++ {
+					go func() {
+						_, err := c.Healthz(context.Background(), Endpoint{Name: "ns/d", URL: srv.URL})
+						errs <- err
+					}()
+				}
+				for i := 0; i < burst; i++ {
+					g.Expect(<-errs).To(Succeed())
+				}
+			}
+			wave()
+			g.Expect(dialled.Load()).To(BeNumerically("==", burst), "the first burst dials a connection per call")
+			wave()
+			g.Expect(dialled.Load()-burst).To(BeZero(), "the second burst reuses the first one's connections")
+		})
 	}
 }
