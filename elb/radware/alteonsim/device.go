@@ -346,7 +346,7 @@ func (d *Device) Syncs() int64 { return d.syncs.Load() }
 func (d *Device) ApplyPending() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return !d.pending.equal(d.running)
+	return !d.pending.sameAs(d.running)
 }
 
 // Snapshot is a read-only copy of one configuration store of a unit, for test assertions.
@@ -678,7 +678,7 @@ func (d *Device) receiveSync(running, flash *config) string {
 	}
 	keepPeers := func(dst *config, src *config) *config {
 		out := src.clone()
-		out.tables[stPeer] = dst.clone().tables[stPeer]
+		out.replaceTable(stPeer, dst)
 		return out
 	}
 	d.pending = keepPeers(d.pending, running)

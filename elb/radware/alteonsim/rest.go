@@ -261,14 +261,12 @@ func (d *Device) serveView(w http.ResponseWriter, r *http.Request, v *view, segs
 		if v.src == srcCur {
 			cfg = d.running
 		}
-		rows := cfg.list(v.store.name)
+		rows := cfg.rowsUnder(v.store.name, idx)
 		// Encoding reads derived columns from cfg, so it must happen under the lock; only the
 		// rows asked for are encoded (writeRows selects them again, from these).
 		out := make([]*row, 0, len(rows))
 		for _, rw := range rows {
-			if hasIdxPrefix(rw.idx, idx) {
-				out = append(out, &row{idx: rw.idx, vals: d.encodeRow(v, cfg, rw)})
-			}
+			out = append(out, &row{idx: rw.idx, vals: d.encodeRow(v, cfg, rw)})
 		}
 		d.mu.Unlock()
 		d.writeRows(w, r, v.name, viewIndexCols(v), idx, out, func(r *row) map[string]any { return r.vals })
@@ -700,13 +698,13 @@ var scalars = map[string]scalar{
 	"agRevertApply": {get: func(*Device) any { return int64(1) }, values: []int64{2}, config: true,
 		set: func(d *Device, _ int64) *apiError { return d.revertApply() }},
 	"agApplyPending": {get: func(d *Device) any {
-		if d.pending.equal(d.running) {
+		if d.pending.sameAs(d.running) {
 			return int64(noApplyNeeded)
 		}
 		return int64(applyNeeded)
 	}},
 	"agSavePending": {get: func(d *Device) any {
-		if d.running.equal(d.flash) {
+		if d.running.sameAs(d.flash) {
 			return int64(noSaveNeeded)
 		}
 		return int64(saveNeeded)
