@@ -24,7 +24,8 @@ type FrontendOptions struct {
 	// form the next batch anyway.
 	Window time.Duration
 	// MaxWindow bounds that wait while changes keep coming (each within Window of the one
-	// before; in a burst — changes came while the last commit ran — within MaxWindow/4): a batch
+	// before; in a burst — changes came while the last commit ran, or within MaxWindow/4 after a
+	// commit of several changes ended — within MaxWindow/4): a batch
 	// is committed at the latest MaxWindow after its first change arrived (default 1s; at most
 	// Window: no extension). A burst of calls that arrives over seconds — the pace of the API
 	// writes that cause them — becomes a few large commits instead of one per commit cycle; each
@@ -68,6 +69,9 @@ type Frontend struct {
 	mu      sync.Mutex
 	pending []*change
 	busy    bool
+	// burstEnd is when the last commit of a burst (a batch of more than one change) ended; a
+	// change that comes within MaxWindow/4 of it gathers as a burst.
+	burstEnd time.Time
 
 	drainMu sync.Mutex
 	drains  map[string]time.Time // real server id -> when its drain started
@@ -181,7 +185,12 @@ func (f *Frontend) submit(ctx context.Context, what string, fn func(ctx context.
 }
 
 func (f *Frontend) drain() {
-	burst := false
+	// A burst whose callers all wait for its commit (a controller's per-driver call budget) has
+	// nothing pending when the commit ends; its callers come back over the next tens of
+	// milliseconds and are still the burst.
+	f.mu.Lock()
+	burst := !f.burstEnd.IsZero() && time.Since(f.burstEnd) < f.opts.MaxWindow/4
+	f.mu.Unlock()
 	for {
 		f.gather(burst)
 		f.mu.Lock()
@@ -203,6 +212,9 @@ func (f *Frontend) drain() {
 		}
 		f.mu.Lock()
 		burst = len(f.pending) > 0 // changes came while it committed
+		if len(batch) > 1 {
+			f.burstEnd = time.Now()
+		}
 		f.mu.Unlock()
 	}
 }

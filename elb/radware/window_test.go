@@ -53,3 +53,42 @@ func TestBurstSharesACommit(t *testing.T) {
 		})
 	}
 }
+
+// A burst from callers that may have only so many changes in flight (the controller's call
+// budget) reaches the frontend in waves: every caller waits for its commit, so nothing is pending
+// when a commit ends, and the callers come back over the next tens of milliseconds. The returning
+// wave is still the burst and forms one batch; before, its first change found an idle frontend,
+// was committed alone (or with the few that came within Window) and the rest waited for that
+// apply: two commits per wave.
+func TestBurstContinuesAfterItsCommit(t *testing.T) {
+	const callers, rounds = 8, 4
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{
+		sim:      alteonsim.Options{ApplyDuration: 50 * time.Millisecond},
+		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxWindow: time.Second},
+	})
+	ctx := context.Background()
+	lb, err := ParseLoadBalancer(lbSpec)
+	g.Expect(err).NotTo(HaveOccurred())
+	lb.Owner = "lbfed"
+	g.Expect(e.fe.EnsureLoadBalancer(ctx, lb)).To(Succeed())
+	before := e.sim.A.Applies()
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				g.Expect(e.fe.EnsureBackend(ctx, lb, benchBackend(r*callers+c))).To(Succeed())
+				// The callers' next changes come back 30ms apart, over 210ms (API writes and
+				// reconciles in between), longer than Window, shorter than MaxWindow/4.
+				time.Sleep(time.Duration(c) * 30 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	applies := e.sim.A.Applies() - before
+	t.Logf("%d changes in %d waves: %d applies", callers*rounds, rounds, applies)
+	g.Expect(applies).To(BeNumerically("<=", rounds+1), "one commit per wave (one more if a wave is split by a slow machine)")
+	g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())).To(HaveLen(callers*rounds), "every change reached the backup")
+}
