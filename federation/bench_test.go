@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +86,8 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 //	go test ./federation -run XXX -bench FederatedBackendChanges -benchtime 1x -v
 //	LBFED_BENCH_RADWARE_MAX_WINDOW=-1ns …   # the Radware frontend without its burst window
 //	LBFED_BENCH_RECORD_WORKERS=1024 …       # more record workers, and so a larger call budget
+//	LBFED_BENCH_CPU_PROFILE=/tmp/own.pprof …  # this process's CPU (controller, driver, simulated pair)
+//	LBFED_BENCH_APISERVER_PROFILE=/tmp/p …    # the test API server's CPU (6 s from the binding write)
 //
 // Where the time goes (shared 2-core machine, other agents' benchmarks and e2e topologies running,
 // load 5-12; single runs vary 2× with the load, so the stages matter more than the totals; one
@@ -139,6 +142,28 @@ func ownCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// profileOwnCPU writes this process's CPU profile, from now until the returned func is called,
+// to the file LBFED_BENCH_CPU_PROFILE names (nothing when unset).
+func profileOwnCPU(tb testing.TB) (stop func()) {
+	path := os.Getenv("LBFED_BENCH_CPU_PROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			tb.Error(err)
+		}
+	}
 }
 
 func BenchmarkFederatedBackendChanges(b *testing.B) {
@@ -204,11 +229,13 @@ func BenchmarkFederatedBackendChanges(b *testing.B) {
 		before := sim.A.Applies() + sim.B.Applies()
 		start, cpu0, own0 := time.Now(), testenv.ControlPlaneCPU(b), ownCPU(b)
 		profiled := testenv.ProfileAPIServer(b, e.cfg, "backendchanges", 6*time.Second)
+		stopProfile := profileOwnCPU(b)
 		b.StartTimer()
 		set(next)
 		st.mark("binding written")
 		registered(int32(n))
 		b.StopTimer()
+		stopProfile()
 		st.mark("fully programmed (seen by the benchmark)")
 		close(stop)
 		b.ReportMetric(float64(sim.A.Applies()+sim.B.Applies()-before), "applies")

@@ -160,28 +160,29 @@ type Device struct {
 	opts Options
 	log  logr.Logger
 
-	mu          sync.Mutex
-	pending     *config // new_config
-	running     *config // current_config
-	flash       *config
-	role        Role
-	haMode      int64
-	applyState  int64
-	saveState   int64
-	applyErrs   []string
-	saveErrs    []string
-	syncStatus  int64
-	syncErr     string
-	lastSync    []syncInfo
-	runningGen  uint64 // bumped whenever the running configuration changes
-	syncedGen   uint64 // runningGen at the last successful sync (or received sync)
-	sessions    map[string]time.Time
-	applyFaults []ApplyFault
-	saveFaults  []string
-	syncFaults  []string
-	release     chan struct{}
-	pair        *Pair
-	boots       uint64 // bumped by Reboot: asynchronous operations of an earlier boot end unfinished
+	mu            sync.Mutex
+	pending       *config // new_config
+	running       *config // current_config
+	flash         *config
+	role          Role
+	haMode        int64
+	applyState    int64
+	saveState     int64
+	applyErrs     []string
+	saveErrs      []string
+	syncStatus    int64
+	syncErr       string
+	lastSync      []syncInfo
+	runningGen    uint64 // bumped whenever the running configuration changes
+	syncedGen     uint64 // runningGen at the last successful sync (or received sync)
+	sessions      map[string]time.Time
+	sessionsSwept time.Time // when expired sessions were last dropped
+	applyFaults   []ApplyFault
+	saveFaults    []string
+	syncFaults    []string
+	release       chan struct{}
+	pair          *Pair
+	boots         uint64 // bumped by Reboot: asynchronous operations of an earlier boot end unfinished
 
 	faults     faultSet
 	middleware atomic.Pointer[Middleware]

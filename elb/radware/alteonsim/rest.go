@@ -98,9 +98,15 @@ func (d *Device) authenticate(w http.ResponseWriter, r *http.Request) bool {
 	if good {
 		sid = newSessionID()
 		d.sessions[sid] = now.Add(sessionTTL)
-		for k, exp := range d.sessions {
-			if now.After(exp) {
-				delete(d.sessions, k)
+		// Expired sessions are refused when presented (above); sweeping them is only for memory,
+		// once a second: clients that send Basic auth every time start a session per request,
+		// and a sweep per request made every request scan all of them.
+		if now.Sub(d.sessionsSwept) >= time.Second {
+			d.sessionsSwept = now
+			for k, exp := range d.sessions {
+				if now.After(exp) {
+					delete(d.sessions, k)
+				}
 			}
 		}
 	}
