@@ -191,8 +191,9 @@ func (f *Frontend) drain() {
 	f.mu.Lock()
 	burst := !f.burstEnd.IsZero() && time.Since(f.burstEnd) < f.opts.MaxWindow/4
 	f.mu.Unlock()
+	var committed time.Time
 	for {
-		f.gather(burst)
+		f.gather(burst, committed)
 		f.mu.Lock()
 		n := len(f.pending)
 		if f.opts.MaxBatch > 0 && n > f.opts.MaxBatch {
@@ -210,6 +211,7 @@ func (f *Frontend) drain() {
 		for _, ch := range batch {
 			close(ch.done)
 		}
+		committed = time.Now()
 		f.mu.Lock()
 		burst = len(f.pending) > 0 // changes came while it committed
 		if len(batch) > 1 {
@@ -222,8 +224,11 @@ func (f *Frontend) drain() {
 // gather returns once the pending batch is complete: Window after its latest change, or MaxWindow
 // after its first one while changes keep coming. In a burst (changes came while the last commit
 // ran) a batch waits for MaxWindow/4 without a change before MaxWindow: the calls of a burst come
-// at the pace of the API writes that cause them, in clumps with gaps longer than Window.
-func (f *Frontend) gather(burst bool) {
+// at the pace of the API writes that cause them, in clumps with gaps longer than Window. The quiet
+// time counts from the end of the commit before (committed) at the earliest: callers with only so
+// many changes in flight (a controller's call budget) come back only once that commit answered
+// them, and a batch that had filled the budget while it ran would otherwise go alone.
+func (f *Frontend) gather(burst bool, committed time.Time) {
 	quiet := f.opts.Window
 	if burst {
 		quiet = max(quiet, f.opts.MaxWindow/4)
@@ -232,7 +237,11 @@ func (f *Frontend) gather(burst bool) {
 		f.mu.Lock()
 		var until time.Time
 		if n := len(f.pending); n > 0 {
-			until = f.pending[n-1].at.Add(quiet)
+			latest := f.pending[n-1].at
+			if burst && committed.After(latest) {
+				latest = committed
+			}
+			until = latest.Add(quiet)
 			if limit := f.pending[0].at.Add(f.opts.MaxWindow); limit.Before(until) {
 				until = limit
 			}

@@ -8,6 +8,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/go-logr/logr/testr"
+
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 )
 
@@ -91,4 +93,48 @@ func TestBurstContinuesAfterItsCommit(t *testing.T) {
 	t.Logf("%d changes in %d waves: %d applies", callers*rounds, rounds, applies)
 	g.Expect(applies).To(BeNumerically("<=", rounds+1), "one commit per wave (one more if a wave is split by a slow machine)")
 	g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())).To(HaveLen(callers*rounds), "every change reached the backup")
+}
+
+// Callers limited to so many changes in flight (the controller's per-driver call budget) fill
+// the batch that gathers while a commit runs only up to the budget; when the commit ends, its
+// callers come back (after their own writes) and belong with that batch. Before, the batch's
+// quiet time (MaxWindow/4, 250ms) had passed during the commit (400ms) and it went alone with
+// the few changes that had found slots: batches of 5, 3, 5, 3, 5 here, of 17 and 28 beside ones
+// of 367 in BenchmarkFederatedBackendChanges. The commits' sizes are logged (-v).
+func TestBatchWaitsForTheCallersOfTheCommitBefore(t *testing.T) {
+	const changes, budget = 21, 8
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{
+		sim:      alteonsim.Options{ApplyDuration: 400 * time.Millisecond},
+		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxWindow: time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 1})},
+	})
+	ctx := context.Background()
+	lb, err := ParseLoadBalancer(lbSpec)
+	g.Expect(err).NotTo(HaveOccurred())
+	lb.Owner = "lbfed"
+	g.Expect(e.fe.EnsureLoadBalancer(ctx, lb)).To(Succeed())
+	before := e.sim.A.Applies()
+	slots := make(chan struct{}, budget)
+	var wg sync.WaitGroup
+	for i := 0; i < changes; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Five changes come first; the others a little later, while the first commit runs,
+			// and three of them find a slot.
+			if i >= 5 {
+				time.Sleep(100 * time.Millisecond)
+			}
+			slots <- struct{}{}
+			g.Expect(e.fe.EnsureBackend(ctx, lb, benchBackend(i))).To(Succeed())
+			// The worker writes the record's status before it takes the next record.
+			time.Sleep(60 * time.Millisecond)
+			<-slots
+		}()
+	}
+	wg.Wait()
+	applies := e.sim.A.Applies() - before
+	t.Logf("%d changes, %d in flight at most: %d applies", changes, budget, applies)
+	g.Expect(applies).To(BeNumerically("<=", 3), "five, then full batches of eight")
+	g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())).To(HaveLen(changes), "every change reached the backup")
 }
