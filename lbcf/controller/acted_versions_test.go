@@ -170,7 +170,9 @@ func TestStaleRecordIsNotActedOnTwice(t *testing.T) {
 			}
 			g.Eventually(func() string { return cached().Name }).Should(Equal("rec"))
 			reader := &laggingReader{Client: mgr.GetClient()}
-			r := &BackendRecordReconciler{Client: reader, APIReader: c, Addr: podAddr{"10.9.0.2"}, Options: Options{
+			addrs, err := addrIndex(mctx, mgr)
+			g.Expect(err).NotTo(HaveOccurred())
+			r := &BackendRecordReconciler{Client: reader, APIReader: c, Addr: podAddr{"10.9.0.2"}, addrs: addrs, Options: Options{
 				Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: events.NewFakeRecorder(100),
 			}}
 			r.init()

@@ -7,10 +7,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
@@ -39,22 +37,21 @@ func TestSameAddrKeepsOnlyTheKeyOfTheBucket(t *testing.T) {
 		}
 	}
 	me := rec("me", "lb1", addr)
-	scheme := runtime.NewScheme()
-	g.Expect(lbcfv1beta1.AddToScheme(scheme)).To(Succeed())
-	c := fake.NewClientBuilder().WithScheme(scheme).
-		WithIndex(&lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, recordLBAddrIndex).
-		WithObjects(me, rec("same", "lb1", addr), rec("other-addr", "lb1", otherAddr), rec("other-lb", otherLB, addr),
-			rec("no-addr", "lb1", "")).
-		Build()
-	r := &BackendRecordReconciler{Client: c}
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{indexRecordLBAddr: recordLBAddrIndex})
+	for _, o := range []*lbcfv1beta1.BackendRecord{me, rec("same", "lb1", addr), rec("other-addr", "lb1", otherAddr), rec("other-lb", otherLB, addr), rec("no-addr", "lb1", "")} {
+		g.Expect(store.Add(o)).To(Succeed())
+	}
+	r := &BackendRecordReconciler{addrs: store}
 
-	// The bucket holds all three records with an address besides me...
-	list := &lbcfv1beta1.BackendRecordList{}
-	g.Expect(c.List(context.Background(), list, client.MatchingFields{indexRecordLBAddr: bucket})).To(Succeed())
-	g.Expect(list.Items).To(HaveLen(4))
-	// ...and sameAddr keeps the one of the same key.
+	// The bucket holds all four records with an address...
+	bucketed, err := store.ByIndex(indexRecordLBAddr, bucket)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(bucketed).To(HaveLen(4))
+	// ...and sameAddr keeps the other one of the same key: the cached record itself.
 	others, err := r.sameAddr(context.Background(), me)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(others).To(HaveLen(1))
 	g.Expect(others[0].Name).To(Equal("same"))
+	same, _, _ := store.GetByKey("ns/same")
+	g.Expect(others[0]).To(BeIdenticalTo(same), "read in place, not copied")
 }

@@ -27,7 +27,6 @@ import (
 
 // Field indexes.
 const (
-	indexRecordLBAddr   = "lbfed.lbAddr"    // BackendRecord with an address: the bucket of its lbAddrKey (see lbAddrBucket)
 	indexRecordGroup    = "lbfed.group"     // BackendRecord: its group label (namespaced)
 	indexGroupLB        = "lbfed.lb"        // BackendGroup: namespace/name of every LoadBalancer it may use
 	indexGroupService   = "lbfed.service"   // BackendGroup: namespace/name of its Service
@@ -40,10 +39,10 @@ type Watch func(*builder.Builder) *builder.Builder
 
 // SetupIndexes registers the field indexes the reconcilers use. Call once per manager.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	fi := mgr.GetFieldIndexer()
-	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, recordLBAddrIndex); err != nil {
-		return fmt.Errorf("index records by address: %w", err)
+	if _, err := addrIndex(ctx, mgr); err != nil {
+		return err
 	}
+	fi := mgr.GetFieldIndexer()
 	// A label selector on the cache scans every record of the namespace: with 100,000 records,
 	// each of 10,000 groups' reconciles went through all of them.
 	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordGroup, func(o client.Object) []string {
@@ -55,16 +54,6 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 		return fmt.Errorf("index records by group: %w", err)
 	}
 	return setupGroupIndexes(ctx, mgr)
-}
-
-// recordLBAddrIndex indexes every record with an address: records being deregistered delay a new
-// registration of their address (addrBeingDeregistered), live ones keep it on the device
-// (dupaddr.go).
-func recordLBAddrIndex(o client.Object) []string {
-	if key := recordLBAddrKey(o.(*lbcfv1beta1.BackendRecord)); key != "" {
-		return []string{lbAddrBucket(key)}
-	}
-	return nil
 }
 
 func setupGroupIndexes(ctx context.Context, mgr ctrl.Manager) error {
@@ -343,7 +332,11 @@ func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src Backen
 	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
-	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr); err != nil {
+	addrs, err := addrIndex(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, addrs: addrs, wakeups: wakeups, budget: budget}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("backend record controller: %w", err)
 	}
 	return nil
