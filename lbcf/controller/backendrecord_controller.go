@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,8 +29,8 @@ type BackendRecordReconciler struct {
 	Addr AddrRequestBuilder
 	// APIReader reads owners uncached, to tell a missing owner from a cache that lags behind.
 	APIReader client.Reader
-	// addrs is the record informer's store with the address index (see addrIndex).
-	addrs toolscache.Indexer
+	// addrs reads the address index (see addrIndex).
+	addrs addrBuckets
 
 	backoff *backoff
 	mu      sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
@@ -77,11 +78,13 @@ func lbAddrBucket(key string) string {
 	return strconv.FormatUint(maphash.String(lbAddrSeed, key)%lbAddrBuckets, 16)
 }
 
-// indexRecordLBAddr names the address index. It is an index of the record informer's own store,
-// not a controller-runtime field index: a lookup reads the bucket's cached records in place,
-// where a List by field copied each of them into a new list (by reflection, ≈ 11 KB a lookup
-// at 100,000 records: 12 % of the CPU of a restart's resync there), and the store keeps one
-// entry per record where the field index kept two (namespaced and all-namespaces).
+// indexRecordLBAddr names the address index. Where the cache has one store for records (the
+// cache of every namespace, as the controllers run), it is an index of the record informer's own
+// store, read in place: a List by field index copied each of the bucket's records into a new list
+// (by reflection, ≈ 11 KB a lookup at 100,000 records: 12 % of the CPU of a restart's resync
+// there), and the field index keeps two entries per record (namespaced and all-namespaces) where
+// the store keeps one. A cache of some namespaces has a store per namespace: there it is a field
+// index, listed.
 const indexRecordLBAddr = "lbfed.lbAddr"
 
 // recordLBAddrIndex indexes every record with an address by the bucket of its lbAddrKey: records
@@ -98,41 +101,79 @@ func recordLBAddrIndex(o any) ([]string, error) {
 	return nil, nil
 }
 
-// addrIndex returns the record informer's store with the address index (added on first use).
-func addrIndex(ctx context.Context, mgr ctrl.Manager) (toolscache.Indexer, error) {
+// addrBuckets reads the records of an address bucket, read-only views of the cache.
+type addrBuckets interface {
+	bucket(ctx context.Context, name string) ([]*lbcfv1beta1.BackendRecord, error)
+}
+
+// storeBuckets reads the record informer's store.
+type storeBuckets struct{ store toolscache.Indexer }
+
+func (s storeBuckets) bucket(_ context.Context, name string) ([]*lbcfv1beta1.BackendRecord, error) {
+	items, err := s.store.ByIndex(indexRecordLBAddr, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*lbcfv1beta1.BackendRecord, 0, len(items))
+	for _, item := range items {
+		if br, ok := item.(*lbcfv1beta1.BackendRecord); ok {
+			out = append(out, br)
+		}
+	}
+	return out, nil
+}
+
+// listBuckets lists by the field index (caches of some namespaces).
+type listBuckets struct{ reader client.Reader }
+
+func (l listBuckets) bucket(ctx context.Context, name string) ([]*lbcfv1beta1.BackendRecord, error) {
+	list := &lbcfv1beta1.BackendRecordList{}
+	if err := l.reader.List(ctx, list, client.MatchingFields{indexRecordLBAddr: name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make([]*lbcfv1beta1.BackendRecord, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// addrIndex sets up the address index (once per manager, before it starts) and returns its reader.
+func addrIndex(ctx context.Context, mgr ctrl.Manager) (addrBuckets, error) {
 	inf, err := mgr.GetCache().GetInformer(ctx, &lbcfv1beta1.BackendRecord{})
 	if err != nil {
 		return nil, fmt.Errorf("record informer: %w", err)
 	}
-	withStore, ok := inf.(interface{ GetIndexer() toolscache.Indexer })
-	if !ok {
-		return nil, fmt.Errorf("record informer %T has no store to index", inf)
-	}
-	store := withStore.GetIndexer()
-	if _, done := store.GetIndexers()[indexRecordLBAddr]; !done {
+	if withStore, ok := inf.(interface{ GetIndexer() toolscache.Indexer }); ok {
 		if err := inf.AddIndexers(toolscache.Indexers{indexRecordLBAddr: recordLBAddrIndex}); err != nil {
 			return nil, fmt.Errorf("index records by address: %w", err)
 		}
+		return storeBuckets{withStore.GetIndexer()}, nil
 	}
-	return store, nil
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, func(o client.Object) []string {
+		keys, _ := recordLBAddrIndex(o)
+		return keys
+	}); err != nil {
+		return nil, fmt.Errorf("index records by address: %w", err)
+	}
+	return listBuckets{mgr.GetClient()}, nil
 }
 
 // sameAddr lists the other records holding br's address on the same load balancer (same lbInfo:
-// the same device): the cached records themselves, read only.
-func (r *BackendRecordReconciler) sameAddr(_ context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, error) {
+// the same device), read-only views of the cache.
+func (r *BackendRecordReconciler) sameAddr(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, error) {
 	key := recordLBAddrKey(br)
 	if key == "" {
 		return nil, nil
 	}
 	addr, lb := recordAddr(br), sharedKey(br.Namespace, br.Spec.LBName)
-	bucket, err := r.addrs.ByIndex(indexRecordLBAddr, lbAddrBucket(key))
+	bucket, err := r.addrs.bucket(ctx, lbAddrBucket(key))
 	if err != nil {
 		return nil, fmt.Errorf("records by address: %w", err)
 	}
 	var out []*lbcfv1beta1.BackendRecord
-	for _, item := range bucket {
-		o, ok := item.(*lbcfv1beta1.BackendRecord)
-		if !ok || o.UID == br.UID || recordAddr(o) != addr || sharedKey(o.Namespace, o.Spec.LBName) != lb {
+	for _, o := range bucket {
+		if o.UID == br.UID || recordAddr(o) != addr || sharedKey(o.Namespace, o.Spec.LBName) != lb {
 			continue // the bucket's other keys
 		}
 		if maps.Equal(o.Spec.LBInfo, br.Spec.LBInfo) {

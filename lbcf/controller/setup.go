@@ -39,9 +39,6 @@ type Watch func(*builder.Builder) *builder.Builder
 
 // SetupIndexes registers the field indexes the reconcilers use. Call once per manager.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	if _, err := addrIndex(ctx, mgr); err != nil {
-		return err
-	}
 	fi := mgr.GetFieldIndexer()
 	// A label selector on the cache scans every record of the namespace: with 100,000 records,
 	// each of 10,000 groups' reconciles went through all of them.
