@@ -215,7 +215,7 @@ func (f *Frontend) drain() {
 		f.mu.Lock()
 		burst = len(f.pending) > 0 // changes came while it committed
 		if len(batch) > 1 {
-			f.burstEnd = time.Now()
+			f.burstEnd = committed
 		}
 		f.mu.Unlock()
 	}

@@ -13,6 +13,15 @@ import (
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 )
 
+// ensuredLB is the windows' load balancer (lbSpec, owned by lbfed), ensured on the device.
+func ensuredLB(g Gomega, e *testEnv) LoadBalancer {
+	lb, err := ParseLoadBalancer(lbSpec)
+	g.Expect(err).NotTo(HaveOccurred())
+	lb.Owner = "lbfed"
+	g.Expect(e.fe.EnsureLoadBalancer(context.Background(), lb)).To(Succeed())
+	return lb
+}
+
 // Changes that keep coming, each within Window of the one before, share one commit, up to
 // MaxWindow after the first (the last one here comes later than Window after the first); a
 // batch that reaches MaxWindow is committed without the changes that come after it.
@@ -30,10 +39,7 @@ func TestBurstSharesACommit(t *testing.T) {
 			g := NewWithT(t)
 			e := newTestEnv(t, envOptions{frontend: FrontendOptions{Window: 1500 * time.Millisecond, MaxWindow: tc.maxWindow}})
 			ctx := context.Background()
-			lb, err := ParseLoadBalancer(lbSpec)
-			g.Expect(err).NotTo(HaveOccurred())
-			lb.Owner = "lbfed"
-			g.Expect(e.fe.EnsureLoadBalancer(ctx, lb)).To(Succeed())
+			lb := ensuredLB(g, e)
 			before := e.sim.A.Applies()
 			// Ten changes 200ms apart: 1.8s from the first to the last, never more than 200ms
 			// between two (a loaded machine may stretch a gap by more than a second and still
@@ -70,10 +76,7 @@ func TestBurstContinuesAfterItsCommit(t *testing.T) {
 		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxWindow: time.Second},
 	})
 	ctx := context.Background()
-	lb, err := ParseLoadBalancer(lbSpec)
-	g.Expect(err).NotTo(HaveOccurred())
-	lb.Owner = "lbfed"
-	g.Expect(e.fe.EnsureLoadBalancer(ctx, lb)).To(Succeed())
+	lb := ensuredLB(g, e)
 	before := e.sim.A.Applies()
 	var wg sync.WaitGroup
 	for c := 0; c < callers; c++ {
@@ -109,10 +112,7 @@ func TestBatchWaitsForTheCallersOfTheCommitBefore(t *testing.T) {
 		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxWindow: time.Second, Logger: testr.NewWithOptions(t, testr.Options{Verbosity: 1})},
 	})
 	ctx := context.Background()
-	lb, err := ParseLoadBalancer(lbSpec)
-	g.Expect(err).NotTo(HaveOccurred())
-	lb.Owner = "lbfed"
-	g.Expect(e.fe.EnsureLoadBalancer(ctx, lb)).To(Succeed())
+	lb := ensuredLB(g, e)
 	before := e.sim.A.Applies()
 	slots := make(chan struct{}, budget)
 	var wg sync.WaitGroup

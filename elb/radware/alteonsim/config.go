@@ -145,13 +145,7 @@ func newConfig() *config {
 func (c *config) clone() *config {
 	out := &config{tables: make(map[string]map[string]*row, len(c.tables)), under: map[string]map[string]map[string]*row{}, ver: c.ver}
 	for name, rows := range c.tables {
-		t := make(map[string]*row, len(rows))
-		for k, r := range rows {
-			r = r.clone()
-			t[k] = r
-			out.index(name, k, r)
-		}
-		out.tables[name] = t
+		out.copyTable(name, rows)
 	}
 	return out
 }
@@ -160,14 +154,22 @@ func (c *config) clone() *config {
 func (c *config) replaceTable(store string, src *config) {
 	c.ver = versions.Add(1)
 	delete(c.under, store)
-	t := make(map[string]*row, len(src.tables[store]))
-	for k, r := range src.tables[store] {
+	c.copyTable(store, src.tables[store])
+}
+
+// copyTable makes store a copy of rows, indexed (its parent index dropped before).
+func (c *config) copyTable(store string, rows map[string]*row) {
+	t := make(map[string]*row, len(rows))
+	for k, r := range rows {
 		r = r.clone()
 		t[k] = r
 		c.index(store, k, r)
 	}
 	c.tables[store] = t
 }
+
+// underParent reports a child store: its rows are indexed under their parent's (one-part) index.
+func underParent(store string) bool { return stores[store].parent != "" }
 
 func (c *config) get(store string, idx []any) *row { return c.tables[store][rowKey(idx)] }
 
@@ -179,7 +181,7 @@ func (c *config) put(store string, r *row) {
 }
 
 func (c *config) index(store, key string, r *row) {
-	if len(stores[store].index) < 2 {
+	if !underParent(store) {
 		return
 	}
 	parent := rowKey(r.idx[:1])
@@ -203,7 +205,7 @@ func (c *config) remove(store string, idx []any) bool {
 	}
 	c.ver = versions.Add(1)
 	delete(c.tables[store], key)
-	if len(stores[store].index) >= 2 {
+	if underParent(store) {
 		parent := rowKey(r.idx[:1])
 		delete(c.under[store][parent], key)
 		if len(c.under[store][parent]) == 0 {
@@ -214,7 +216,6 @@ func (c *config) remove(store string, idx []any) bool {
 		if s.parent != store {
 			continue
 		}
-		// Child stores are indexed under their parent's (one-part) index.
 		for _, child := range sortRows(maps.Values(c.under[name][key])) {
 			c.remove(name, child.idx)
 		}
@@ -235,17 +236,16 @@ func sortRows(rows iter.Seq[*row]) []*row {
 
 // children lists the rows of store whose leading index values equal prefix, in index order.
 func (c *config) children(store string, prefix []any) []*row {
-	if len(prefix) == 1 && len(stores[store].index) >= 2 {
+	if len(prefix) == 1 && underParent(store) {
 		return sortRows(maps.Values(c.under[store][rowKey(prefix)]))
 	}
-	var out []*row
-	for _, r := range c.tables[store] {
-		if hasIdxPrefix(r.idx, prefix) {
-			out = append(out, r)
+	return sortRows(func(yield func(*row) bool) {
+		for _, r := range c.tables[store] {
+			if hasIdxPrefix(r.idx, prefix) && !yield(r) {
+				return
+			}
 		}
-	}
-	sort.Slice(out, func(i, j int) bool { return lessIdx(out[i].idx, out[j].idx) })
-	return out
+	})
 }
 
 // rowsUnder lists the rows of store whose index starts with idx (all of them for none), in index
