@@ -63,8 +63,7 @@ func (r *report) truncated() bool {
 type clusterReport struct {
 	cluster  string
 	backends []controller.Backend
-	byKey    map[string]*controller.Backend // see backendKey
-	partial  bool                           // truncated or undecodable: records of missing backends are kept
+	partial  bool // truncated or undecodable: records of missing backends are kept
 	// truncated: the member cut its list to its byte budget.
 	truncated bool
 	// request is the report request the member echoed.
@@ -78,9 +77,50 @@ type clusterReport struct {
 	itemsDigest string
 	itemBackend []int
 
-	// names memoizes the record name of each backend per load balancer (see recordNames).
-	namesMu sync.Mutex
-	names   map[string][]string
+	// byKey finds a backend by backendKey in reports of more than scanBackends backends, built
+	// on the first lookup; smaller ones are scanned (see find).
+	byKeyOnce sync.Once
+	byKey     map[string]*controller.Backend
+
+	// names memoizes the record names of the backends per load balancer and group (see
+	// recordNames): the first pair in namesKey and namesFirst (a group usually has one load
+	// balancer), further ones in names.
+	namesMu    sync.Mutex
+	namesKey   string
+	namesFirst []string
+	names      map[string][]string
+}
+
+// scanBackends is the size up to which a report's backends are scanned rather than looked up by
+// key: an index per report was ≈ 130 bytes a backend (a map and a key string each) for every
+// group and member kept, 13 MB of the federation's live heap at 100,000 records in reports of 5
+// (BenchmarkDecodedReportBytes), and a scan of a few dozen is cheaper than building the key.
+const scanBackends = 32
+
+// find returns the backend of the given identity (node is compared for Service backends only),
+// the last one reported when several share it, or nil.
+func (c *clusterReport) find(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) *controller.Backend {
+	if kind != lbcfv1beta1.CandidateNode {
+		node = ""
+	}
+	if len(c.backends) > scanBackends {
+		c.byKeyOnce.Do(func() {
+			c.byKey = make(map[string]*controller.Backend, len(c.backends))
+			for i := range c.backends {
+				b := &c.backends[i]
+				c.byKey[backendKey(b.Kind, b.Name, b.Port, keyNode(b))] = b
+			}
+		})
+		return c.byKey[backendKey(kind, name, port, node)]
+	}
+	for i := len(c.backends) - 1; i >= 0; i-- {
+		b := &c.backends[i]
+		if b.Kind == kind && b.Name == name && b.Port.GetPort() == port.GetPort() &&
+			b.Port.GetProtocol() == port.GetProtocol() && keyNode(b) == node {
+			return b
+		}
+	}
+	return nil
 }
 
 // recordNames returns the record name of each backend on load balancer lb of group group,
@@ -91,6 +131,9 @@ func (c *clusterReport) recordNames(lb, group string) []string {
 	c.namesMu.Lock()
 	defer c.namesMu.Unlock()
 	key := lb + "/" + group
+	if c.namesFirst != nil && c.namesKey == key {
+		return c.namesFirst
+	}
 	if n, ok := c.names[key]; ok {
 		return n
 	}
@@ -98,11 +141,25 @@ func (c *clusterReport) recordNames(lb, group string) []string {
 	for i := range c.backends {
 		n[i] = c.backends[i].RecordName(lb, group)
 	}
-	if c.names == nil {
-		c.names = map[string][]string{}
+	switch {
+	case c.namesFirst == nil:
+		c.namesKey, c.namesFirst = key, n
+	default:
+		if c.names == nil {
+			c.names = map[string][]string{}
+		}
+		c.names[key] = n
 	}
-	c.names[key] = n
 	return n
+}
+
+// keyNode is the node that tells b apart from the cluster's other backends (Service backends
+// only: one per node).
+func keyNode(b *controller.Backend) string {
+	if b.Kind == lbcfv1beta1.CandidateNode {
+		return b.NodeName
+	}
+	return ""
 }
 
 // backendKey identifies a backend of one cluster from what its record carries (the pod UID is
@@ -111,18 +168,20 @@ func backendKey(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.Po
 	return fmt.Sprintf("%s|%s|%d|%s|%s", kind, name, port.GetPort(), port.GetProtocol(), node)
 }
 
-// decode turns a report into the backends of one member cluster of group bg.
-func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterReport, error) {
+// decode turns a report into the backends of one member cluster of group bg. Their parameters
+// (the member's, plus its name) go through share: the members' groups mostly repeat them.
+func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup, share func(map[string]string) map[string]string) (*clusterReport, error) {
 	cands, pos, err := r.Candidates.DecodeIndexed()
 	params := maps.Clone(r.Candidates.Parameters)
 	if params == nil {
 		params = map[string]string{}
 	}
 	params[lbcfv1beta1.ParamCluster] = cluster
+	params = share(params)
 	// Sized once: appended one by one, a report's backends took up to half as much again in
 	// spare capacity (5 backends: 1,792 bytes for 1,040), kept for every group and member.
 	out := &clusterReport{cluster: cluster, partial: r.truncated(), truncated: r.truncated(), request: r.ReportRequest,
-		backends: make([]controller.Backend, 0, len(cands)), byKey: make(map[string]*controller.Backend, len(cands))}
+		backends: make([]controller.Backend, 0, len(cands))}
 	if err != nil {
 		out.partial = true // entries that did not decode may be backends we must not drop
 	}
@@ -154,14 +213,6 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup) (*clusterR
 	}
 	for k, i := range pos {
 		out.itemBackend[i] = k
-	}
-	for i := range out.backends {
-		b := &out.backends[i]
-		node := ""
-		if b.Kind == lbcfv1beta1.CandidateNode {
-			node = b.NodeName
-		}
-		out.byKey[backendKey(b.Kind, b.Name, b.Port, node)] = b
 	}
 	return out, err
 }

@@ -93,10 +93,18 @@ type Source struct {
 	last map[types.UID]map[string]*clusterReport
 	// plans are the latest decisions per group.
 	plans map[types.UID]*groupPlan
+	// params shares the members' parameters among their decoded reports: 10,000 groups on two
+	// members kept 20,000 equal maps, ≈ 350 bytes each (BenchmarkDecodedReportBytes).
+	paramsOnce sync.Once
+	params     *controller.MapInterner
 	// firstMissing is when a Cluster object (by name) or a group's binding (by UID) was first
 	// found missing; restarted with the process (the grace period starts again).
 	firstMissing map[string]time.Time
 }
+
+// sharedParamsGeneration bounds the parameter maps the interner keeps (see MapInterner): a
+// fleet's distinct member parameters are a few per member.
+const sharedParamsGeneration = 1024
 
 // DefaultCandidatesBudget is the candidate data one group's ResourceBinding may carry over all
 // its members: etcd refuses objects over 1.5 MiB, and the binding holds more than candidates.
@@ -300,7 +308,8 @@ func (s *Source) fresh(bg *lbcfv1beta1.BackendGroup, cluster string, item *workv
 	if err != nil || !rep.current(bg.Generation) {
 		return nil
 	}
-	cr, _ := rep.decode(cluster, bg) // entries that do not decode make the report partial
+	s.paramsOnce.Do(func() { s.params = controller.NewMapInterner(sharedParamsGeneration) })
+	cr, _ := rep.decode(cluster, bg, s.params.Share) // entries that do not decode make the report partial
 	cr.digest, cr.generation = digest, bg.Generation
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -365,14 +374,14 @@ func (s *Source) GenerateRequest(ctx context.Context, br *lbcfv1beta1.BackendRec
 	}
 	switch {
 	case br.Spec.PodBackendInfo != nil:
-		b := cr.byKey[backendKey(lbcfv1beta1.CandidatePod, br.Spec.PodBackendInfo.Name, br.Spec.PodBackendInfo.Port, "")]
+		b := cr.find(lbcfv1beta1.CandidatePod, br.Spec.PodBackendInfo.Name, br.Spec.PodBackendInfo.Port, "")
 		if b == nil || !b.Eligible() || b.RecordName(br.Spec.LBName, bg.Name) != br.Name {
 			return nil, nil, false, nil
 		}
 		return &driver.PodBackendInRequest{Pod: *b.PodObject(br.Namespace), Port: b.Port}, nil, true, nil
 	case br.Spec.ServiceBackendInfo != nil:
 		sb := br.Spec.ServiceBackendInfo
-		b := cr.byKey[backendKey(lbcfv1beta1.CandidateNode, sb.Name, sb.Port, sb.NodeName)]
+		b := cr.find(lbcfv1beta1.CandidateNode, sb.Name, sb.Port, sb.NodeName)
 		if b == nil || !b.Eligible() {
 			return nil, nil, false, nil
 		}

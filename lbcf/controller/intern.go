@@ -85,21 +85,7 @@ func (in *recordInterner) stringMap(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		// Length prefixes keep the key unambiguous whatever the strings contain.
-		for _, s := range []string{k, m[k]} {
-			b.WriteString(strconv.Itoa(len(s)))
-			b.WriteByte(':')
-			b.WriteString(s)
-		}
-	}
-	key := b.String()
+	key := mapKey(m)
 	if v, ok := in.maps.get(key); ok {
 		return v
 	}
@@ -109,6 +95,55 @@ func (in *recordInterner) stringMap(m map[string]string) map[string]string {
 	}
 	in.maps.put(key, shared)
 	return shared
+}
+
+// mapKey is m's content as one string: its pairs in key order, each string length-prefixed so
+// that the key is unambiguous whatever the strings contain.
+func mapKey(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		for _, s := range []string{k, m[k]} {
+			b.WriteString(strconv.Itoa(len(s)))
+			b.WriteByte(':')
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+// MapInterner shares equal string maps among the holders that only read them (safe for
+// concurrent use). What it keeps alive itself is bounded (two generations of size maps; see
+// internTable); a map met again after that is shared anew, which costs sharing, never
+// correctness.
+type MapInterner struct {
+	mu   sync.Mutex
+	maps internTable[map[string]string]
+}
+
+// NewMapInterner returns an interner whose generations hold size maps.
+func NewMapInterner(size int) *MapInterner {
+	return &MapInterner{maps: internTable[map[string]string]{size: size}}
+}
+
+// Share returns the shared map equal to m (m itself the first time; nil stays nil). The caller
+// must not change m afterwards, nor the map returned.
+func (in *MapInterner) Share(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	key := mapKey(m)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if v, ok := in.maps.get(key); ok {
+		return v
+	}
+	in.maps.put(key, m)
+	return m
 }
 
 // labels keeps the map (a record's labels include its own pod or address) but shares the keys

@@ -14,7 +14,7 @@ import (
 	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
-func recordTransform(t *testing.T) cache.TransformFunc {
+func recordTransform(t testing.TB) cache.TransformFunc {
 	for o, by := range controller.CacheOptions().ByObject {
 		if _, ok := o.(*lbcfv1beta1.BackendRecord); ok {
 			return by.Transform

@@ -1,0 +1,179 @@
+package federation
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+
+	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
+)
+
+// memberStatus is a member's report of pods (name, IP) as the interpreter delivers it.
+func memberStatus(tb testing.TB, cluster string, params map[string]string, pods ...[2]string) *workv1alpha2.AggregatedStatusItem {
+	var cands []lbcfv1beta1.Candidate
+	for _, p := range pods {
+		cands = append(cands, lbcfv1beta1.Candidate{Kind: lbcfv1beta1.CandidatePod, Name: p[0], UID: lbcfv1beta1.ShortUID(types.UID(p[0] + "-uid")),
+			IPs: []string{p[1]}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: true})
+	}
+	enc, _ := lbcfv1beta1.EncodeCandidates(params, cands, 0)
+	raw, err := json.Marshal(map[string]any{"candidates": enc, "backends": len(pods), "observedGeneration": 1, "generation": 1, "resourceTemplateGeneration": 1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &workv1alpha2.AggregatedStatusItem{ClusterName: cluster, Status: &k8sruntime.RawExtension{Raw: raw}, Applied: true}
+}
+
+// BenchmarkDecodedReportBytes: what the federation keeps per backend of its members' decoded
+// reports (Source.fresh keeps each member's last report per group, and the registration reporter
+// asks each for its record names), in BenchmarkRestartResync's shape: 10,000 groups, two members
+// of 5 pods each.
+func BenchmarkDecodedReportBytes(b *testing.B) {
+	const groups, pods = 10000, 5
+	clusters := []string{"m1", "m2"}
+	items := make([][]*workv1alpha2.AggregatedStatusItem, groups)
+	for i := range items {
+		for ci, c := range clusters {
+			var ps [][2]string
+			for j := 0; j < pods; j++ {
+				n := i*pods + j
+				ps = append(ps, [2]string{fmt.Sprintf("g%d-p%d", i, j), fmt.Sprintf("10.%d.%d.%d", 100+ci, n/250%250, n%250+1)})
+			}
+			items[i] = append(items[i], memberStatus(b, c, nil, ps...))
+		}
+	}
+	for range b.N {
+		s := &Source{}
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for i := range items {
+			bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bg-%04d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)), Generation: 1}}
+			for ci, c := range clusters {
+				cr := s.fresh(bg, c, items[i][ci])
+				if cr == nil || len(cr.backends) != pods {
+					b.Fatalf("group %d member %s: %v", i, c, cr)
+				}
+				_ = cr.recordNames(fmt.Sprintf("lb-%04d", i), bg.Name)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/float64(groups*len(clusters)*pods), "B/backend")
+		runtime.KeepAlive(s)
+	}
+}
+
+// find answers as an index by backendKey would, whether the report is scanned or indexed: the
+// last backend of an identity, Service backends told apart by node, protocols defaulted.
+func TestReportFindMatchesTheKeyIndex(t *testing.T) {
+	for _, n := range []int{3, scanBackends, scanBackends + 1, 200} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			cr := &clusterReport{}
+			for i := 0; i < n; i++ {
+				b := controller.Backend{Kind: lbcfv1beta1.CandidatePod, Name: fmt.Sprintf("p%d", i), Port: lbcfv1beta1.PortSelector{Port: 80}}
+				switch i % 4 {
+				case 1:
+					b.Port.Protocol = "UDP"
+				case 2:
+					b.Kind, b.Name, b.NodeName = lbcfv1beta1.CandidateNode, "svc", fmt.Sprintf("node%d", i)
+				case 3:
+					b.Kind, b.Name = lbcfv1beta1.CandidateStatic, fmt.Sprintf("10.0.0.%d:80", i)
+				}
+				b.UID = fmt.Sprint(i) // tells duplicates apart
+				cr.backends = append(cr.backends, b)
+			}
+			// A duplicate identity: the later one is found.
+			dup := cr.backends[0]
+			dup.UID = "dup"
+			cr.backends = append(cr.backends, dup)
+			index := map[string]*controller.Backend{}
+			for i := range cr.backends {
+				b := &cr.backends[i]
+				index[backendKey(b.Kind, b.Name, b.Port, keyNode(b))] = b
+			}
+			type query struct {
+				kind       lbcfv1beta1.CandidateKind
+				name, node string
+				port       lbcfv1beta1.PortSelector
+			}
+			var queries []query
+			for _, b := range cr.backends {
+				queries = append(queries, query{b.Kind, b.Name, b.NodeName, b.Port},
+					query{b.Kind, b.Name, "other-node", b.Port},
+					query{b.Kind, b.Name, b.NodeName, lbcfv1beta1.PortSelector{Port: b.Port.Port, Protocol: "TCP"}},
+					query{b.Kind, b.Name, b.NodeName, lbcfv1beta1.PortSelector{Port: 81}},
+					query{b.Kind, b.Name + "x", b.NodeName, b.Port})
+			}
+			found := 0
+			for _, q := range queries {
+				want := index[backendKey(q.kind, q.name, q.port, map[bool]string{true: q.node}[q.kind == lbcfv1beta1.CandidateNode])]
+				got := cr.find(q.kind, q.name, q.port, q.node)
+				if got != want {
+					t.Fatalf("find(%v): %v, want %v", q, got, want)
+				}
+				if got != nil {
+					found++
+				}
+			}
+			if found == 0 || cr.find(dup.Kind, dup.Name, dup.Port, "").UID != "dup" {
+				t.Fatalf("found %d; duplicate: %v", found, cr.find(dup.Kind, dup.Name, dup.Port, ""))
+			}
+		})
+	}
+}
+
+// Record names are memoized per load balancer and group, the first pair and the others alike.
+func TestReportRecordNamesPerLoadBalancer(t *testing.T) {
+	s := &Source{}
+	bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: "bg", UID: "u", Generation: 1}}
+	cr := s.fresh(bg, "m1", memberStatus(t, "m1", nil, [2]string{"a", "10.0.0.1"}, [2]string{"b", "10.0.0.2"}))
+	for round := 0; round < 2; round++ {
+		for _, lb := range []string{"lb1", "lb2", "lb3"} {
+			for _, group := range []string{"bg", "bg2"} {
+				got := cr.recordNames(lb, group)
+				for i := range cr.backends {
+					if want := cr.backends[i].RecordName(lb, group); got[i] != want {
+						t.Fatalf("round %d %s/%s backend %d: %q, want %q", round, lb, group, i, got[i], want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// Members' parameters are one map per content across the groups' reports, each with the member's
+// name, and the members' own maps are left as they were.
+func TestReportParametersShared(t *testing.T) {
+	s := &Source{}
+	own := map[string]string{"weight": "2"}
+	var got []map[string]string
+	for i, c := range []string{"m1", "m1", "m2", "m1"} {
+		params := map[string]string{"weight": "2"}
+		if i == 3 {
+			params["weight"] = "3"
+		}
+		bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("bg", i), UID: types.UID(fmt.Sprint(i)), Generation: 1}}
+		cr := s.fresh(bg, c, memberStatus(t, c, params, [2]string{"a", "10.0.0.1"}, [2]string{"b", "10.0.0.2"}))
+		if cr.backends[0].Parameters[lbcfv1beta1.ParamCluster] != c || mapPtr(cr.backends[0].Parameters) != mapPtr(cr.backends[1].Parameters) {
+			t.Fatalf("report %d: %v / %v", i, cr.backends[0].Parameters, cr.backends[1].Parameters)
+		}
+		got = append(got, cr.backends[0].Parameters)
+	}
+	if mapPtr(got[0]) != mapPtr(got[1]) || mapPtr(got[0]) == mapPtr(got[2]) || mapPtr(got[0]) == mapPtr(got[3]) {
+		t.Fatalf("shared: %v", got)
+	}
+	if len(own) != 1 || got[3]["weight"] != "3" || got[0]["weight"] != "2" {
+		t.Fatalf("contents: %v %v", own, got)
+	}
+}
+
+func mapPtr(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
