@@ -77,47 +77,65 @@ type clusterReport struct {
 	itemsDigest string
 	itemBackend []int
 
-	// byKey finds a backend by backendKey in reports of more than scanBackends backends, built
-	// on the first lookup; smaller ones are scanned (see find).
-	byKeyOnce sync.Once
-	byKey     map[string]*controller.Backend
+	// byID finds a backend by identity in reports of more than scanBackends backends, built on
+	// the first lookup; smaller ones are scanned (see find).
+	byIDOnce sync.Once
+	byID     map[backendID]*controller.Backend
 
 	// names memoizes the record names of the backends per load balancer and group (see
-	// recordNames): the first pair in namesKey and namesFirst (a group usually has one load
-	// balancer), further ones in names.
-	namesMu    sync.Mutex
-	namesKey   string
-	namesFirst []string
-	names      map[string][]string
+	// recordNames); a group usually has one load balancer.
+	namesMu sync.Mutex
+	names   []reportNames
 }
 
-// scanBackends is the size up to which a report's backends are scanned rather than looked up by
-// key: an index per report was ≈ 130 bytes a backend (a map and a key string each) for every
+// reportNames are the record names of a report's backends on one load balancer of one group.
+type reportNames struct {
+	key   string // lb/group
+	names []string
+}
+
+// scanBackends is the size up to which a report's backends are scanned rather than looked up in
+// an index: an index per report was ≈ 130 bytes a backend (a map and a key string each) for every
 // group and member kept, 13 MB of the federation's live heap at 100,000 records in reports of 5
-// (BenchmarkDecodedReportBytes), and a scan of a few dozen is cheaper than building the key.
+// (BenchmarkDecodedReportBytes); a scan of a few dozen needs none.
 const scanBackends = 32
 
-// find returns the backend of the given identity (node is compared for Service backends only),
-// the last one reported when several share it, or nil.
-func (c *clusterReport) find(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) *controller.Backend {
+// backendID identifies a backend of one cluster from what its record carries (the pod UID is
+// only in the record's name, which the caller checks). Ports are compared as defaulted; the node
+// tells Service backends apart (one per node) and is empty for the other kinds.
+type backendID struct {
+	kind     lbcfv1beta1.CandidateKind
+	name     string
+	port     int32
+	protocol string
+	node     string
+}
+
+func idOf(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) backendID {
 	if kind != lbcfv1beta1.CandidateNode {
 		node = ""
 	}
+	return backendID{kind: kind, name: name, port: port.GetPort(), protocol: port.GetProtocol(), node: node}
+}
+
+func backendIDOf(b *controller.Backend) backendID { return idOf(b.Kind, b.Name, b.Port, b.NodeName) }
+
+// find returns the backend of the given identity (see backendID), the last one reported when
+// several share it, or nil.
+func (c *clusterReport) find(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) *controller.Backend {
+	id := idOf(kind, name, port, node)
 	if len(c.backends) > scanBackends {
-		c.byKeyOnce.Do(func() {
-			c.byKey = make(map[string]*controller.Backend, len(c.backends))
+		c.byIDOnce.Do(func() {
+			c.byID = make(map[backendID]*controller.Backend, len(c.backends))
 			for i := range c.backends {
-				b := &c.backends[i]
-				c.byKey[backendKey(b.Kind, b.Name, b.Port, keyNode(b))] = b
+				c.byID[backendIDOf(&c.backends[i])] = &c.backends[i]
 			}
 		})
-		return c.byKey[backendKey(kind, name, port, node)]
+		return c.byID[id]
 	}
 	for i := len(c.backends) - 1; i >= 0; i-- {
-		b := &c.backends[i]
-		if b.Kind == kind && b.Name == name && b.Port.GetPort() == port.GetPort() &&
-			b.Port.GetProtocol() == port.GetProtocol() && keyNode(b) == node {
-			return b
+		if backendIDOf(&c.backends[i]) == id {
+			return &c.backends[i]
 		}
 	}
 	return nil
@@ -131,41 +149,17 @@ func (c *clusterReport) recordNames(lb, group string) []string {
 	c.namesMu.Lock()
 	defer c.namesMu.Unlock()
 	key := lb + "/" + group
-	if c.namesFirst != nil && c.namesKey == key {
-		return c.namesFirst
-	}
-	if n, ok := c.names[key]; ok {
-		return n
+	for _, n := range c.names {
+		if n.key == key {
+			return n.names
+		}
 	}
 	n := make([]string, len(c.backends))
 	for i := range c.backends {
 		n[i] = c.backends[i].RecordName(lb, group)
 	}
-	switch {
-	case c.namesFirst == nil:
-		c.namesKey, c.namesFirst = key, n
-	default:
-		if c.names == nil {
-			c.names = map[string][]string{}
-		}
-		c.names[key] = n
-	}
+	c.names = append(c.names, reportNames{key: key, names: n})
 	return n
-}
-
-// keyNode is the node that tells b apart from the cluster's other backends (Service backends
-// only: one per node).
-func keyNode(b *controller.Backend) string {
-	if b.Kind == lbcfv1beta1.CandidateNode {
-		return b.NodeName
-	}
-	return ""
-}
-
-// backendKey identifies a backend of one cluster from what its record carries (the pod UID is
-// only in the record's name, which the caller checks).
-func backendKey(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) string {
-	return fmt.Sprintf("%s|%s|%d|%s|%s", kind, name, port.GetPort(), port.GetProtocol(), node)
 }
 
 // decode turns a report into the backends of one member cluster of group bg. Their parameters

@@ -72,7 +72,7 @@ func BenchmarkDecodedReportBytes(b *testing.B) {
 	}
 }
 
-// find answers as an index by backendKey would, whether the report is scanned or indexed: the
+// find answers as an index by a key string of the identity would, whether the report is scanned or indexed: the
 // last backend of an identity, Service backends told apart by node, protocols defaulted.
 func TestReportFindMatchesTheKeyIndex(t *testing.T) {
 	for _, n := range []int{3, scanBackends, scanBackends + 1, 200} {
@@ -95,10 +95,14 @@ func TestReportFindMatchesTheKeyIndex(t *testing.T) {
 			dup := cr.backends[0]
 			dup.UID = "dup"
 			cr.backends = append(cr.backends, dup)
+			// The reference: an index by a key string of the identity, as reports once had.
+			key := func(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) string {
+				return fmt.Sprintf("%s|%s|%d|%s|%s", kind, name, port.GetPort(), port.GetProtocol(), node)
+			}
 			index := map[string]*controller.Backend{}
 			for i := range cr.backends {
 				b := &cr.backends[i]
-				index[backendKey(b.Kind, b.Name, b.Port, keyNode(b))] = b
+				index[key(b.Kind, b.Name, b.Port, map[bool]string{true: b.NodeName}[b.Kind == lbcfv1beta1.CandidateNode])] = b
 			}
 			type query struct {
 				kind       lbcfv1beta1.CandidateKind
@@ -115,7 +119,7 @@ func TestReportFindMatchesTheKeyIndex(t *testing.T) {
 			}
 			found := 0
 			for _, q := range queries {
-				want := index[backendKey(q.kind, q.name, q.port, map[bool]string{true: q.node}[q.kind == lbcfv1beta1.CandidateNode])]
+				want := index[key(q.kind, q.name, q.port, map[bool]string{true: q.node}[q.kind == lbcfv1beta1.CandidateNode])]
 				got := cr.find(q.kind, q.name, q.port, q.node)
 				if got != want {
 					t.Fatalf("find(%v): %v, want %v", q, got, want)
