@@ -116,6 +116,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			toCreate = append(toCreate, r.newRecord(bg, want.lb, want.backend, name))
 		case have.DeletionTimestamp == nil && recordSpecChanged(&have.Spec, &spec):
 			upd := have.DeepCopy() // existing records are the cache's own objects
+			withBackendLabel(upd)  // written whole
 			upd.Spec.LBInfo, upd.Spec.LBAttributes, upd.Spec.Parameters, upd.Spec.EnsurePolicy =
 				spec.LBInfo, spec.LBAttributes, spec.Parameters, spec.EnsurePolicy
 			toUpdate = append(toUpdate, upd)

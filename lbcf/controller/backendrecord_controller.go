@@ -320,6 +320,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	}
 	orig := br.DeepCopy()
 	controllerutil.RemoveFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend)
+	withBackendLabel(br) // written whole: a record with other finalizers stays
 	if err := client.IgnoreNotFound(w.update(ctx, br, orig, "Update", false)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}

@@ -55,6 +55,8 @@ func fleetRecordJSON(tb testing.TB, i int) []byte {
 // its generated address and the memdriver's injectedInfo. Measured: 1,103 bytes a record, 1,738
 // without the transform (managed fields kept); of the 1,103, the three small maps each record
 // has of its own (labels, the address annotation, injectedInfo) are ≈ 170-190 bytes each.
+// Without the backend label (shared labels) and the address the status repeats: 787 bytes
+// (0.71×, same run: 1,102).
 func BenchmarkCachedRecordBytes(b *testing.B) {
 	const n = 20000
 	s := k8sruntime.NewScheme()

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,6 +162,54 @@ func (in *recordInterner) labels(m map[string]string) map[string]string {
 	return out
 }
 
+// sharedLabels returns the labels a cached record keeps when its backend label is the one the
+// group gives it (see newRecord): the others, shared with every record of the same driver, load
+// balancer, group and cluster. Nothing reads the backend label from the cache, and a record's
+// own map was ≈ 330 bytes of every cached record. ok is false for other labels.
+func (in *recordInterner) sharedLabels(br *lbcfv1beta1.BackendRecord) (map[string]string, bool) {
+	k, v := backendLabel(br)
+	if have, ok := br.Labels[k]; k == "" || !ok || have != v {
+		return nil, false
+	}
+	rest := make(map[string]string, len(br.Labels)-1)
+	for lk, lv := range br.Labels {
+		if lk != k {
+			rest[lk] = lv
+		}
+	}
+	return in.stringMap(rest), true
+}
+
+// backendLabel is the label naming a record's backend and the value the group gives it
+// (newRecord); "" for a record that names no backend.
+func backendLabel(br *lbcfv1beta1.BackendRecord) (key, value string) {
+	s := &br.Spec
+	switch {
+	case s.PodBackendInfo != nil:
+		return lbcfv1beta1.LabelPodName, labelValue(s.PodBackendInfo.Name)
+	case s.ServiceBackendInfo != nil:
+		return lbcfv1beta1.LabelServiceName, labelValue(s.ServiceBackendInfo.Name)
+	case s.StaticAddr != nil:
+		return lbcfv1beta1.LabelStaticAddr, lbcfv1beta1.StaticAddrLabelValue(*s.StaticAddr)
+	}
+	return "", ""
+}
+
+// withBackendLabel gives br (a copy of a cached record, about to be written whole by an update)
+// back the backend label the cache does not keep (see sharedLabels): a whole-object write from
+// the cached form would remove it from the record. Patches computed between two cached copies
+// leave it alone, and status writes do not touch labels.
+func withBackendLabel(br *lbcfv1beta1.BackendRecord) {
+	k, v := backendLabel(br)
+	if _, ok := br.Labels[k]; k == "" || ok {
+		return
+	}
+	labels := make(map[string]string, len(br.Labels)+1)
+	maps.Copy(labels, br.Labels)
+	labels[k] = v
+	br.Labels = labels
+}
+
 // transform is a cache transform for BackendRecords; other objects pass unchanged.
 func (in *recordInterner) transform(o any) (any, error) {
 	br, ok := o.(*lbcfv1beta1.BackendRecord)
@@ -172,15 +221,24 @@ func (in *recordInterner) transform(o any) (any, error) {
 	br.ManagedFields = nil
 	br.APIVersion, br.Kind = in.str(br.APIVersion), in.str(br.Kind)
 	br.Namespace = in.str(br.Namespace)
-	br.Labels = in.labels(br.Labels)
-	// A record created with its generated address carries that address as an annotation: a map
-	// of its own, kept as it is. Interned, every such map was a new entry (100,000 records: as
-	// many), which pushed the maps that are shared out of the table.
-	if _, own := br.Annotations[AnnotationBackendAddr]; len(br.Annotations) > 0 && !own {
-		br.Annotations = in.stringMap(br.Annotations)
+	if shared, ok := in.sharedLabels(br); ok {
+		br.Labels = shared
+	} else {
+		br.Labels = in.labels(br.Labels)
 	}
+	// The address a record was created with (AnnotationBackendAddr) is read only until the status
+	// names one (recordAddr): from then on the cache does not keep it, nor its map (≈ 330 bytes
+	// a record). Otherwise the annotation map is the record's own, kept as it is: interned, every
+	// such map was a new entry (100,000 records: as many), which pushed the maps that are shared
+	// out of the table.
 	if a := br.Annotations[AnnotationBackendAddr]; a != "" && a == br.Status.BackendAddr {
-		br.Status.BackendAddr = a // registered: the status repeats it; keep one string
+		delete(br.Annotations, AnnotationBackendAddr)
+	}
+	switch _, own := br.Annotations[AnnotationBackendAddr]; {
+	case len(br.Annotations) == 0:
+		br.Annotations = nil
+	case !own:
+		br.Annotations = in.stringMap(br.Annotations)
 	}
 	for i := range br.Finalizers {
 		br.Finalizers[i] = in.str(br.Finalizers[i])

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -58,16 +59,28 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	b := decoded(t, "b", "10.1.0.2:80", map[string]string{"weight": "1", lbcfv1beta1.ParamCluster: "m1"})
 	c := decoded(t, "c", "10.1.0.3:80", map[string]string{"weight": "3", lbcfv1beta1.ParamCluster: "m1"})
 	n := decoded(t, "n", "10.1.0.4:80", nil)
-	want := map[string]*lbcfv1beta1.BackendRecord{}
+	// a was created with its generated address, which its status now repeats.
+	a.Annotations = map[string]string{controller.AnnotationBackendAddr: a.Status.BackendAddr, "note": "kept"}
+	want, written := map[string]*lbcfv1beta1.BackendRecord{}, map[string]*lbcfv1beta1.BackendRecord{}
 	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c, n} {
 		w := r.DeepCopy()
 		w.ManagedFields = nil
+		written[r.Name] = w.DeepCopy()
+		delete(w.Labels, lbcfv1beta1.LabelPodName)
+		delete(w.Annotations, controller.AnnotationBackendAddr)
+		delete(written[r.Name].Annotations, controller.AnnotationBackendAddr)
 		want[r.Name] = w
 	}
 	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c, n} {
 		got, err := transform(r)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(got).To(Equal(want[r.Name]), "content unchanged but managed fields")
+		g.Expect(got).To(Equal(want[r.Name]), "content unchanged but managed fields, the backend label and an address the status repeats")
+		// What an update writes of a cached record (a deep copy) is the record as it was, but
+		// for that address, which nothing reads once the status has one.
+		upd := r.DeepCopy()
+		controller.WithBackendLabel(upd)
+		g.Expect(upd).To(Equal(written[r.Name]))
+		g.Expect(r.Labels).NotTo(HaveKey(lbcfv1beta1.LabelPodName), "the cached labels are left alone")
 	}
 	g.Expect(mapID(a.Spec.Parameters)).To(Equal(mapID(b.Spec.Parameters)), "equal parameters are one map")
 	g.Expect(mapID(a.Spec.Parameters)).NotTo(Equal(mapID(c.Spec.Parameters)))
@@ -75,7 +88,20 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	g.Expect(a.Spec.LBAttributes).To(BeEmpty())
 	g.Expect(a.Spec.LBAttributes).NotTo(BeNil(), "empty stays empty, not absent")
 	g.Expect(n.Spec.Parameters).To(BeNil(), "absent stays absent")
-	g.Expect(mapID(a.Labels)).NotTo(Equal(mapID(b.Labels)), "labels name the pod: one map per record")
+	g.Expect(mapID(a.Labels)).To(Equal(mapID(b.Labels)), "without the pod, the labels of a group's records on one load balancer are one map")
+
+	// Labels other than those the group writes are the record's own, kept whole.
+	odd := decoded(t, "odd", "10.1.0.5:80", nil)
+	odd.Labels[lbcfv1beta1.LabelPodName] = "another"
+	oddWant := odd.Labels[lbcfv1beta1.LabelPodName]
+	_, _ = transform(odd)
+	g.Expect(odd.Labels).To(HaveKeyWithValue(lbcfv1beta1.LabelPodName, oddWant))
+	long := decoded(t, strings.Repeat("p", 70), "10.1.0.6:80", nil)
+	long.Labels[lbcfv1beta1.LabelPodName] = lbcfv1beta1.StaticAddrLabelValue(strings.Repeat("p", 70))
+	_, _ = transform(long)
+	g.Expect(long.Labels).NotTo(HaveKey(lbcfv1beta1.LabelPodName), "a long pod name's label is its hash, as the group writes it")
+	controller.WithBackendLabel(long)
+	g.Expect(long.Labels).To(HaveKeyWithValue(lbcfv1beta1.LabelPodName, lbcfv1beta1.StaticAddrLabelValue(strings.Repeat("p", 70))))
 
 	// What callers get from the cache are deep copies: changing one leaves the shared map alone.
 	cp := a.DeepCopy()
