@@ -163,13 +163,20 @@ func (in *recordInterner) labels(m map[string]string) map[string]string {
 }
 
 // sharedLabels returns the labels a cached record keeps when its backend label is the one the
-// group gives it (see newRecord): the others, shared with every record of the same driver, load
-// balancer, group and cluster. Nothing reads the backend label from the cache, and a record's
-// own map was ≈ 330 bytes of every cached record. ok is false for other labels.
+// group gives it (see newRecord), or is absent: the others, shared with every record of the same
+// driver, load balancer, group and cluster. Nothing reads the backend label from the cache, and a
+// record's own map was ≈ 330 bytes of every cached record. ok is false for other labels.
+//
+// The transform must be idempotent: an informer's streamed initial list passes every object
+// through it twice (client-go's watch-list store, then the queue's Replace).
 func (in *recordInterner) sharedLabels(br *lbcfv1beta1.BackendRecord) (map[string]string, bool) {
 	k, v := backendLabel(br)
-	if have, ok := br.Labels[k]; k == "" || !ok || have != v {
+	have, ok := br.Labels[k]
+	if k == "" || ok && have != v {
 		return nil, false
+	}
+	if !ok {
+		return in.stringMap(br.Labels), true
 	}
 	rest := make(map[string]string, len(br.Labels)-1)
 	for lk, lv := range br.Labels {

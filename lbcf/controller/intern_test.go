@@ -89,6 +89,14 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	g.Expect(a.Spec.LBAttributes).NotTo(BeNil(), "empty stays empty, not absent")
 	g.Expect(n.Spec.Parameters).To(BeNil(), "absent stays absent")
 	g.Expect(mapID(a.Labels)).To(Equal(mapID(b.Labels)), "without the pod, the labels of a group's records on one load balancer are one map")
+	// A second pass (an informer's streamed initial list transforms every object twice) changes
+	// nothing and keeps the sharing.
+	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c, n} {
+		again, err := transform(r.DeepCopy())
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(again).To(Equal(want[r.Name]))
+		g.Expect(mapID(again.(*lbcfv1beta1.BackendRecord).Labels)).To(Equal(mapID(r.Labels)))
+	}
 
 	// Labels other than those the group writes are the record's own, kept whole.
 	odd := decoded(t, "odd", "10.1.0.5:80", nil)
