@@ -44,6 +44,9 @@ func buildLbfedController(tb testing.TB) string {
 	return bin
 }
 
+// controllerLogs numbers the controller logs kept (LBFED_BENCH_CONTROLLER_LOG).
+var controllerLogs int
+
 func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) *controllerProcess {
 	mp := testenv.FreePort(tb)
 	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
@@ -51,12 +54,21 @@ func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) 
 	// Karmada kinds they watch (testdata/karmada-crds.yaml).
 	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
 		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0", "--federation-profiling")
-	logf, err := os.Create(filepath.Join(tb.TempDir(), "lbfed-controller.log"))
+	logPath := filepath.Join(tb.TempDir(), "lbfed-controller.log")
+	if prefix := os.Getenv("LBFED_BENCH_CONTROLLER_LOG"); prefix != "" {
+		controllerLogs++
+		logPath = fmt.Sprintf("%s-%d.log", prefix, controllerLogs) // kept after the run
+	}
+	logf, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.Env = append(os.Environ(), env...)
+	if v := os.Getenv("LBFED_BENCH_CONTROLLER_GODEBUG"); v != "" {
+		// For the controller alone: GODEBUG itself would reach the API server and etcd too.
+		p.cmd.Env = append(p.cmd.Env, "GODEBUG="+v)
+	}
 	// Dies with the test process, should that be killed (its API server goes too).
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -176,9 +188,13 @@ func parallel(n int, f func(i int) error) {
 //	go test ./federation -run XXX -bench RestartResync -benchtime 1x -timeout 120m
 //
 // LBFED_BENCH_RESYNC_LBS sets the number of LoadBalancers (and groups; 10 records each) for a
-// quicker run; LBFED_BENCH_HEAP_PROFILE a file for the restarted process's heap profile (taken
-// when idle), LBFED_BENCH_CPU_PROFILE one for a CPU profile of its first LBFED_BENCH_CPU_SECONDS
-// (10) seconds, LBFED_BENCH_IDLE_CPU_PROFILE one for a CPU profile of the idle window.
+// quicker run, LBFED_BENCH_GOMEMLIMIT another GOMEMLIMIT than the chart's;
+// LBFED_BENCH_HEAP_PROFILE a file for the restarted process's heap profile (taken when idle),
+// LBFED_BENCH_CPU_PROFILE one for a CPU profile of its first LBFED_BENCH_CPU_SECONDS (10)
+// seconds, LBFED_BENCH_IDLE_CPU_PROFILE one for a CPU profile of the idle window.
+// LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG (memprofilerate=4096: a finer heap
+// profile; gctrace=1 logs each collection's live heap), LBFED_BENCH_CONTROLLER_LOG a path
+// prefix for their logs, kept.
 //
 // Measured at full size (2 cores, nothing else running), with the group index: from scratch
 // 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it
@@ -256,6 +272,7 @@ func BenchmarkRestartResync(b *testing.B) {
 		time.Sleep(70 * time.Second)
 		// The scrapes stay outside the CPU window: they are the benchmark's, not idle work.
 		before, gc0 := reconciled(), p.metric("go_gc_duration_seconds_count", "")
+		alloc0 := p.metric("go_memstats_alloc_bytes_total", "")
 		profiled := make(chan struct{})
 		if path := os.Getenv("LBFED_BENCH_IDLE_CPU_PROFILE"); path != "" {
 			// The profile is what the idle window's CPU was spent on; its 100 Hz sampling is
@@ -274,6 +291,9 @@ func BenchmarkRestartResync(b *testing.B) {
 		cpu1 := p.cpuTime()
 		<-profiled
 		after, gc1 := reconciled(), p.metric("go_gc_duration_seconds_count", "")
+		// What the idle process allocates drives its collections: with GOMEMLIMIT near the live
+		// heap, each few megabytes allocated start one.
+		b.ReportMetric((p.metric("go_memstats_alloc_bytes_total", "")-alloc0)/1024/idleWindow.Seconds(), "alloc-KiB/s-idle")
 		// Collections in the idle window: the runtime forces one every two minutes when nothing
 		// else starts one, and its marking grows with the live heap.
 		b.ReportMetric(gc1-gc0, "gcs-idle")
@@ -313,6 +333,9 @@ const idleWindow = 2 * time.Minute
 // chartGoMemLimit is the lbfed chart's default controller.goMemLimit: benchmarks run the
 // controller as the chart would.
 func chartGoMemLimit(tb testing.TB) string {
+	if v := os.Getenv("LBFED_BENCH_GOMEMLIMIT"); v != "" {
+		return v // an experiment's limit instead of the chart's
+	}
 	data, err := os.ReadFile("../charts/lbfed/values.yaml")
 	if err != nil {
 		tb.Fatal(err)
