@@ -220,6 +220,12 @@ func parallel(n int, f func(i int) error) {
 // backend), against a run of the code before in the same session: live heap 409.8 MB (429.4,
 // 0.95x), resync 25.8 s (24.7), from scratch 757 s (779), 0 driver calls, 0 idle reconciles,
 // idle CPU 5.5 ms/s (5.3), peak RSS 798.4 MiB (794.6: the chart's goMemLimit bounds it).
+// With the record cache's labels shared and its address annotation dropped, on a machine ≈ 3×
+// slower, the chart's limit against LBFED_BENCH_GOMEMLIMIT=460MiB in the same session (gctrace
+// on): live heap 351.2 MB (351.4), peak RSS 800.3 MiB (507.6; 481.5 from scratch), resync 87.4 s
+// (132.4: 1.51x, 37 collections against 58 with 44.5 s of GC CPU against 9.1, the collections
+// back to back at the resync's peak of ≈ 377 MB marked), from scratch 2,444 s (2,478), 0 driver
+// calls, 0 idle reconciles, idle CPU 11.5 ms/s (11.7).
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
