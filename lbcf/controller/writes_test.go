@@ -39,8 +39,16 @@ func (e *env) countWrites() *apiWrites {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			sent := time.Now()
+			counted := strings.Contains(req.URL.Path, ns)
+			if counted && req.Method != http.MethodGet {
+				// Counted when sent: the server may have applied the write, and the test seen
+				// it (a record gone), before its response reaches this client.
+				w.mu.Lock()
+				w.n[testenv.APIResource(req)]++
+				w.mu.Unlock()
+			}
 			rsp, err := rt.RoundTrip(req)
-			if !strings.Contains(req.URL.Path, ns) {
+			if !counted {
 				return rsp, err
 			}
 			if req.Method == http.MethodGet {
@@ -51,7 +59,6 @@ func (e *env) countWrites() *apiWrites {
 			if req.Method != http.MethodGet {
 				r, now := testenv.APIResource(req), time.Now()
 				w.mu.Lock()
-				w.n[r]++
 				w.latency[r] += now.Sub(sent)
 				switch {
 				case err != nil:
