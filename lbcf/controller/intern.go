@@ -175,14 +175,10 @@ func (in *recordInterner) sharedLabels(br *lbcfv1beta1.BackendRecord) (map[strin
 	if k == "" || ok && have != v {
 		return nil, false
 	}
-	if !ok {
-		return in.stringMap(br.Labels), true
-	}
-	rest := make(map[string]string, len(br.Labels)-1)
-	for lk, lv := range br.Labels {
-		if lk != k {
-			rest[lk] = lv
-		}
+	rest := br.Labels
+	if ok {
+		rest = maps.Clone(br.Labels)
+		delete(rest, k)
 	}
 	return in.stringMap(rest), true
 }

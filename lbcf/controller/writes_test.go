@@ -39,39 +39,36 @@ func (e *env) countWrites() *apiWrites {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			sent := time.Now()
-			counted := strings.Contains(req.URL.Path, ns)
-			if counted && req.Method != http.MethodGet {
+			if !strings.Contains(req.URL.Path, ns) {
+				return rt.RoundTrip(req)
+			}
+			r, write := testenv.APIResource(req), req.Method != http.MethodGet
+			if write {
 				// Counted when sent: the server may have applied the write, and the test seen
 				// it (a record gone), before its response reaches this client.
 				w.mu.Lock()
-				w.n[testenv.APIResource(req)]++
+				w.n[r]++
 				w.mu.Unlock()
 			}
 			rsp, err := rt.RoundTrip(req)
-			if !counted {
+			now := time.Now()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !write {
+				w.reads[r]++
 				return rsp, err
 			}
-			if req.Method == http.MethodGet {
-				w.mu.Lock()
-				w.reads[testenv.APIResource(req)]++
-				w.mu.Unlock()
+			w.latency[r] += now.Sub(sent)
+			switch {
+			case err != nil:
+				w.failed[r+" error"]++
+			case rsp.StatusCode >= 300:
+				w.failed[r+" "+strconv.Itoa(rsp.StatusCode)]++
 			}
-			if req.Method != http.MethodGet {
-				r, now := testenv.APIResource(req), time.Now()
-				w.mu.Lock()
-				w.latency[r] += now.Sub(sent)
-				switch {
-				case err != nil:
-					w.failed[r+" error"]++
-				case rsp.StatusCode >= 300:
-					w.failed[r+" "+strconv.Itoa(rsp.StatusCode)]++
-				}
-				if _, ok := w.first[r]; !ok {
-					w.first[r] = now
-				}
-				w.last[r] = now
-				w.mu.Unlock()
+			if _, ok := w.first[r]; !ok {
+				w.first[r] = now
 			}
+			w.last[r] = now
 			return rsp, err
 		})
 	})
