@@ -60,7 +60,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	if opts.ResyncPeriod <= 0 {
 		opts.ResyncPeriod = 5 * time.Minute
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &workv1alpha2.ResourceBinding{}, indexBindingResource, func(o client.Object) []string {
+	if err := controller.IndexField(ctx, mgr.GetCache(), &workv1alpha2.ResourceBinding{}, indexBindingResource, controller.InNamespaceLookups, func(o client.Object) []string {
 		r := o.(*workv1alpha2.ResourceBinding).Spec.Resource
 		if r.APIVersion != lbcfv1beta1.APIVersion {
 			return nil

@@ -150,7 +150,7 @@ func addrIndex(ctx context.Context, mgr ctrl.Manager) (addrBuckets, error) {
 		}
 		return storeBuckets{withStore.GetIndexer()}, nil
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, func(o client.Object) []string {
+	if err := IndexField(ctx, mgr.GetCache(), &lbcfv1beta1.BackendRecord{}, indexRecordLBAddr, AcrossNamespaceLookups, func(o client.Object) []string {
 		keys, _ := recordLBAddrIndex(o)
 		return keys
 	}); err != nil {

@@ -39,10 +39,9 @@ type Watch func(*builder.Builder) *builder.Builder
 
 // SetupIndexes registers the field indexes the reconcilers use. Call once per manager.
 func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	fi := mgr.GetFieldIndexer()
 	// A label selector on the cache scans every record of the namespace: with 100,000 records,
 	// each of 10,000 groups' reconciles went through all of them.
-	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendRecord{}, indexRecordGroup, func(o client.Object) []string {
+	if err := IndexField(ctx, mgr.GetCache(), &lbcfv1beta1.BackendRecord{}, indexRecordGroup, InNamespaceLookups, func(o client.Object) []string {
 		if v := o.GetLabels()[lbcfv1beta1.LabelGroupName]; v != "" {
 			return []string{v}
 		}
@@ -54,8 +53,9 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 }
 
 func setupGroupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	fi := mgr.GetFieldIndexer()
-	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendGroup{}, indexGroupLB, func(o client.Object) []string {
+	c := mgr.GetCache()
+	// Groups are looked up across namespaces: a LoadBalancer in kube-system serves every one.
+	if err := IndexField(ctx, c, &lbcfv1beta1.BackendGroup{}, indexGroupLB, AcrossNamespaceLookups, func(o client.Object) []string {
 		bg := o.(*lbcfv1beta1.BackendGroup)
 		var keys []string
 		for _, name := range bg.Spec.GetLoadBalancers() {
@@ -68,7 +68,7 @@ func setupGroupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index groups by load balancer: %w", err)
 	}
-	if err := fi.IndexField(ctx, &lbcfv1beta1.BackendGroup{}, indexGroupService, func(o client.Object) []string {
+	if err := IndexField(ctx, c, &lbcfv1beta1.BackendGroup{}, indexGroupService, AcrossNamespaceLookups, func(o client.Object) []string {
 		bg := o.(*lbcfv1beta1.BackendGroup)
 		if bg.Spec.Service == nil {
 			return nil
@@ -77,7 +77,7 @@ func setupGroupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index groups by service: %w", err)
 	}
-	return fi.IndexField(ctx, &lbcfv1beta1.BackendGroup{}, indexGroupNodeBound, func(o client.Object) []string {
+	return IndexField(ctx, c, &lbcfv1beta1.BackendGroup{}, indexGroupNodeBound, AcrossNamespaceLookups, func(o client.Object) []string {
 		if o.(*lbcfv1beta1.BackendGroup).Spec.Service != nil {
 			return []string{"true"}
 		}
