@@ -30,8 +30,9 @@ const (
 // IndexField registers a field index on the cache that List(MatchingFields) reads as it reads
 // one of cache.IndexField's, keeping one entry per value where cache.IndexField keeps two: it
 // indexes every namespaced object under both its namespace and all namespaces, though each of our
-// lookups asks for one of them. At 100,000 records in 10,000 groups those second entries (a small
-// set each) were ≈ 10 MB of the federation's live heap, and every object write updated both.
+// lookups asks for one of them. At 100,000 records in 10,000 groups the informers' index sets
+// were 32.7 MB of the federation's live heap, 20.7 MB without those second entries (mostly a small
+// set each), and every object write updated both.
 // scope says which lookups the index serves; a lookup of the other kind finds nothing.
 // Call before the cache starts.
 func IndexField(ctx context.Context, c cache.Informers, obj client.Object, field string, scope IndexScope, extract client.IndexerFunc) error {
