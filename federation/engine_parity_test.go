@@ -27,6 +27,7 @@ import (
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/watchdecode"
 )
 
 // startStoppableController runs the federation controller in-process (group resync one hour, so
@@ -34,7 +35,7 @@ import (
 func (e *env) startStoppableController(mutate ...func(*controller.Options)) (stop func()) {
 	skip := true
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions(), Client: controller.ClientOptions()})
+		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	opts := federation.Options{Grace: time.Minute, ResyncPeriod: time.Hour, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

@@ -36,6 +36,7 @@ import (
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/watchdecode"
 )
 
 func TestMain(m *testing.M) {
@@ -116,7 +117,7 @@ func (e *env) startController(grace time.Duration) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
 		// As cmd/lbfed-controller caches.
-		Cache: federation.CacheOptions(), Client: controller.ClientOptions()})
+		Cache: federation.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.reg = prometheus.NewRegistry()
 	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg), Options: controller.Options{

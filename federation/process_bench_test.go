@@ -191,7 +191,8 @@ func parallel(n int, f func(i int) error) {
 // quicker run, LBFED_BENCH_GOMEMLIMIT another GOMEMLIMIT than the chart's;
 // LBFED_BENCH_HEAP_PROFILE a file for the restarted process's heap profile (taken when idle),
 // LBFED_BENCH_CPU_PROFILE one for a CPU profile of its first LBFED_BENCH_CPU_SECONDS (10)
-// seconds, LBFED_BENCH_IDLE_CPU_PROFILE one for a CPU profile of the idle window.
+// seconds (LBFED_BENCH_APISERVER_PROFILE: the API server's of the same seconds),
+// LBFED_BENCH_IDLE_CPU_PROFILE one for a CPU profile of the idle window.
 // LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG (memprofilerate=4096: a finer heap
 // profile; gctrace=1 logs each collection's live heap), LBFED_BENCH_CONTROLLER_LOG a path
 // prefix for their logs, kept.
@@ -255,6 +256,9 @@ func BenchmarkRestartResync(b *testing.B) {
 		if path := os.Getenv("LBFED_BENCH_CPU_PROFILE"); path != "" {
 			go p.saveCPUProfile(path, cpuProfileSeconds())
 		}
+		// The API server's side of the first seconds: it encodes what the controller decodes.
+		apiProfiled := testenv.ProfileAPIServer(b, e.cfg, "restartresync", time.Duration(cpuProfileSeconds())*time.Second)
+		cp0 := testenv.ControlPlaneCPU(b)
 		e.g.Eventually(func() bool {
 			return p.metric("key_process_latency_count", `crd="BackendRecord"`) >= float64(records) &&
 				p.metric("key_process_latency_count", `crd="LoadBalancer"`) >= float64(lbs) &&
@@ -263,6 +267,8 @@ func BenchmarkRestartResync(b *testing.B) {
 		}, 30*time.Minute, 200*time.Millisecond).Should(BeTrue())
 		b.StopTimer()
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-resynced")
+		b.ReportMetric((testenv.ControlPlaneCPU(b) - cp0).Seconds(), "cp-cpu-s-resync")
+		apiProfiled()
 		// Idle: nothing changes. The controller is alive (its metrics answer, and it reconciled
 		// every object just before). In the first grace period (a minute) after the restart each
 		// group is looked at once more (members are re-observed); after that, what the process

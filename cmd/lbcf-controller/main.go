@@ -31,6 +31,7 @@ import (
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
+	"github.com/lbfed/lbfed/watchdecode"
 )
 
 type flags struct {
@@ -141,7 +142,7 @@ func run(ctx context.Context, f flags) error {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: f.webhookHost, Port: f.webhookPort, CertDir: certDir, CertName: certName, KeyName: keyName,
 		}),
-		Cache: controller.CacheOptions(), Client: controller.ClientOptions(),
+		Cache: controller.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

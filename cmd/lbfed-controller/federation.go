@@ -19,6 +19,7 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/watchdecode"
 )
 
 // federationComponent runs the federation controller against the Karmada API server named by
@@ -104,6 +105,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
 		Cache:                         federation.CacheOptions(),
+		NewCache:                      watchdecode.NewCache,
 		Client:                        controller.ClientOptions(),
 	})
 	if err != nil {

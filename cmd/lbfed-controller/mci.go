@@ -16,6 +16,7 @@ import (
 
 	"github.com/lbfed/lbfed/frontdoor"
 	"github.com/lbfed/lbfed/frontdoor/mci"
+	"github.com/lbfed/lbfed/watchdecode"
 )
 
 // mciComponent runs the MultiClusterIngress front door (package frontdoor/mci) against the Karmada
@@ -81,6 +82,7 @@ func (c *mciComponent) runnables(ctx context.Context, log logr.Logger) ([]runnab
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
 		Cache:                         frontdoor.CacheOptions(),
+		NewCache:                      watchdecode.NewCache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -55,6 +55,7 @@ var targets = []target{
 	{Pkg: "elb/radware", Bench: "BenchmarkPoisonedBatch/isolated/*", Unit: "*", BaselineBench: "BenchmarkPoisonedBatch/legacy/poison-retried"},
 	{Pkg: "elb/bfe", Bench: "BenchmarkGenerateValidate/*", Unit: "ns/op", BaselineBench: "BenchmarkGenerateValidate/baseline-marshal-model"},
 	{Pkg: "lbcf/driver", Bench: "BenchmarkServerCall/*", Unit: "ns/op", BaselineBench: "BenchmarkServerCall/http"},
+	{Pkg: "watchdecode", Bench: "BenchmarkWatchDecode/watchdecode", Unit: "us/event", BaselineBench: "BenchmarkWatchDecode/client-go"},
 }
 
 // find returns the first target a figure matches.

@@ -26,6 +26,7 @@ import (
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/watchdecode"
 )
 
 func TestMain(m *testing.M) {
@@ -102,7 +103,7 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
 		// As cmd/lbcf-controller caches.
-		Cache: controller.CacheOptions(), Client: controller.ClientOptions(),
+		Cache: controller.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions(),
 	})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if opts.Invoker == nil {

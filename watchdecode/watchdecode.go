@@ -1,0 +1,427 @@
+// Package watchdecode decodes the API server's JSON watch streams of typed objects in one
+// validating pass over each object's bytes, for the informers of a controller-runtime cache.
+//
+// client-go reads a JSON watch event in about nine passes over its bytes before the objects's
+// own decoding: a framer that finds the event's end and then copies it through a
+// json.RawMessage, the event decoded as a metav1.WatchEvent after a search of its bytes for
+// apiVersion and kind (SimpleMetaFactory.Interpret, an encoding/json decode that skips every
+// other field), then the object searched the same way before it is decoded. The federation's
+// cache is filled from such streams — 100,000 BackendRecords and their managed fields at a
+// restart —, one informer goroutine each, and at a restart that goroutine was the resync's
+// bound: a CPU profile of BenchmarkRestartResync's first seconds had 60 % of the controller's
+// CPU in the watch decoders and a quarter of that in the two searches.
+//
+// Here an event is framed by a byte scan, split into type and object by its fixed prefix (as
+// the API server writes it: {"type":"…","object":…}), and the object's kind read from its
+// first two keys (apiVersion and kind, in either order, as the API server writes them), then
+// decoded once by sigs.k8s.io/json as the standard serializer does. Whatever does not have
+// that shape goes through the standard decoders, so the result is the same for any input
+// (TestDecodersAgree). Only structured kinds client-go does not serve in protobuf are
+// concerned, in caches of every namespace without selectors; every other informer is the
+// standard one.
+package watchdecode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	kjson "sigs.k8s.io/json"
+)
+
+// NewCache is a controller-runtime NewCacheFunc (manager.Options.NewCache): cache.New, whose
+// informers of the kinds this package decodes read their watch streams with its decoders. A
+// cache restricted to namespaces, or with default selectors, is the standard one; so are the
+// informers of kinds whose ByObject settings restrict or change them.
+func NewCache(config *rest.Config, opts cache.Options) (cache.Cache, error) {
+	if opts.NewInformer != nil || len(opts.DefaultNamespaces) > 0 || opts.DefaultLabelSelector != nil ||
+		opts.DefaultFieldSelector != nil || opts.Scheme == nil || opts.Mapper == nil || opts.HTTPClient == nil {
+		return cache.New(config, opts)
+	}
+	w := &watches{config: config, scheme: opts.Scheme, mapper: opts.Mapper, httpClient: opts.HTTPClient,
+		bookmarks: ptr.Deref(opts.DefaultEnableWatchBookmarks, true), standard: map[schema.GroupVersionKind]bool{}}
+	for obj, bo := range opts.ByObject {
+		if bo.Namespaces == nil && bo.Label == nil && bo.Field == nil && bo.EnableWatchBookmarks == nil {
+			continue
+		}
+		gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
+		if err != nil {
+			return nil, fmt.Errorf("watchdecode: %w", err)
+		}
+		w.standard[gvk] = true
+	}
+	w.negotiator = newNegotiator(opts.Scheme)
+	opts.NewInformer = w.newInformer
+	return cache.New(config, opts)
+}
+
+// watches makes the informers of a cache of every namespace.
+type watches struct {
+	config     *rest.Config
+	scheme     *runtime.Scheme
+	mapper     meta.RESTMapper
+	httpClient *http.Client
+	bookmarks  bool
+	negotiator runtime.NegotiatedSerializer
+	// standard are the kinds whose ByObject settings this package does not reproduce.
+	standard map[schema.GroupVersionKind]bool
+}
+
+// newInformer is the cache's NewInformer: the informer of obj's kind, whose watches are this
+// package's when the kind is one it decodes; lists stay the cache's own (the reflector lists
+// only when the API server cannot stream a watch's initial events).
+func (w *watches) newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+	if watch := w.watchFunc(obj); watch != nil {
+		lw = &toolscache.ListWatch{ListWithContextFunc: toolscache.ToListerWatcherWithContext(lw).ListWithContext, WatchFuncWithContext: watch}
+	}
+	return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+}
+
+// watchFunc returns the watch of obj's kind across namespaces through this package's decoders,
+// or nil when the kind keeps the standard ones.
+func (w *watches) watchFunc(obj runtime.Object) func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+	if _, ok := obj.(runtime.Unstructured); ok {
+		return nil
+	}
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(obj, w.scheme)
+	// Kinds client-go knows are served in protobuf, which controller-runtime asks for: cheaper
+	// to decode than any JSON.
+	if err != nil || w.standard[gvk] || clientgoscheme.Scheme.Recognizes(gvk) {
+		return nil
+	}
+	mapping, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil
+	}
+	cfg := rest.CopyConfig(w.config)
+	gv := gvk.GroupVersion()
+	cfg.GroupVersion, cfg.APIPath = &gv, "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	cfg.ContentType, cfg.AcceptContentTypes = runtime.ContentTypeJSON, runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = w.negotiator
+	rc, err := rest.RESTClientForConfigAndClient(cfg, w.httpClient)
+	if err != nil {
+		return nil
+	}
+	resource := mapping.Resource.Resource
+	return func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.Watch, opts.AllowWatchBookmarks = true, w.bookmarks
+		return rc.Get().Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Watch(ctx)
+	}
+}
+
+// negotiator is the codec factory of scheme without conversion (as controller-runtime's
+// clients use it), with this package's decoders for JSON.
+type negotiator struct {
+	serializer.WithoutConversionCodecFactory
+	types []runtime.SerializerInfo
+}
+
+func newNegotiator(scheme *runtime.Scheme) runtime.NegotiatedSerializer {
+	n := negotiator{WithoutConversionCodecFactory: serializer.WithoutConversionCodecFactory{CodecFactory: serializer.NewCodecFactory(scheme)}}
+	for _, info := range n.CodecFactory.SupportedMediaTypes() {
+		if info.MediaType == runtime.ContentTypeJSON && info.StreamSerializer != nil {
+			info.Serializer = &objectDecoder{Serializer: info.Serializer, scheme: scheme}
+			stream := *info.StreamSerializer
+			stream.Serializer, stream.Framer = &eventDecoder{Serializer: stream.Serializer}, framer{}
+			info.StreamSerializer = &stream
+		}
+		n.types = append(n.types, info)
+	}
+	return n
+}
+
+func (n negotiator) SupportedMediaTypes() []runtime.SerializerInfo { return n.types }
+
+// objectDecoder decodes an object whose first two keys name its kind without searching its
+// bytes for them first; other input, and decoding into a given object, are the standard
+// serializer's.
+type objectDecoder struct {
+	runtime.Serializer
+	scheme *runtime.Scheme
+}
+
+func (d *objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if defaults != nil || into != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	gvk, ok := leadingKind(data)
+	if !ok || !d.scheme.Recognizes(gvk) {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	obj, err := d.scheme.New(gvk)
+	if err != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	// As the standard serializer decodes when not strict.
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(data, obj); err != nil {
+		return nil, &gvk, err
+	}
+	if obj.GetObjectKind().GroupVersionKind() != gvk {
+		// A key repeated later in the object: what the standard search finds wins.
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	decoded.Add(1)
+	return obj, &gvk, nil
+}
+
+// decoded counts the objects this package decoded itself (tests).
+var decoded atomic.Int64
+
+// leadingKind reads apiVersion and kind when they are the object's first two keys, written
+// without spaces or escapes.
+func leadingKind(data []byte) (schema.GroupVersionKind, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte("{"))
+	if !ok {
+		return schema.GroupVersionKind{}, false
+	}
+	var apiVersion, kind string
+	for i := 0; i < 2; i++ {
+		if i == 1 {
+			if rest, ok = bytes.CutPrefix(rest, []byte(",")); !ok {
+				return schema.GroupVersionKind{}, false
+			}
+		}
+		var key, value string
+		if key, rest, ok = leadingString(rest); !ok {
+			return schema.GroupVersionKind{}, false
+		}
+		if rest, ok = bytes.CutPrefix(rest, []byte(":")); !ok {
+			return schema.GroupVersionKind{}, false
+		}
+		if value, rest, ok = leadingString(rest); !ok {
+			return schema.GroupVersionKind{}, false
+		}
+		switch {
+		case key == "apiVersion" && apiVersion == "":
+			apiVersion = value
+		case key == "kind" && kind == "":
+			kind = value
+		default:
+			return schema.GroupVersionKind{}, false
+		}
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" || gv.Version == "" {
+		return schema.GroupVersionKind{}, false
+	}
+	return gv.WithKind(kind), true
+}
+
+// leadingString reads the JSON string data starts with when it has no escape.
+func leadingString(data []byte) (string, []byte, bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(`"`))
+	if !ok {
+		return "", nil, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", nil, false
+	}
+	return string(rest[:end]), rest[end+1:], true
+}
+
+// eventDecoder splits a watch event into its type and its object's bytes (left to the object
+// decoder, which validates them) when the event has the API server's shape; other input is the
+// standard serializer's.
+type eventDecoder struct {
+	runtime.Serializer
+}
+
+var (
+	eventPrefix = []byte(`{"type":"`)
+	eventObject = []byte(`,"object":`)
+)
+
+func (d *eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	ev, ok := into.(*metav1.WatchEvent)
+	if !ok || defaults != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	rest, ok := bytes.CutPrefix(bytes.TrimSpace(data), eventPrefix)
+	end := bytes.IndexByte(rest, '"')
+	if !ok || end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	typ := string(rest[:end])
+	obj, ok := bytes.CutPrefix(rest[end+1:], eventObject)
+	if ok {
+		obj, ok = bytes.CutSuffix(obj, []byte("}"))
+	}
+	obj = bytes.TrimSpace(obj)
+	if !ok || objectEnd(obj) != len(obj) { // one object, the envelope's last value
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	// The bytes are the stream's buffer, read again only after the object is decoded
+	// (rest/watch.Decoder decodes it before it reads the next event).
+	ev.Type, ev.Object = typ, runtime.RawExtension{Raw: obj}
+	return ev, nil, nil
+}
+
+// framer frames a stream of JSON objects by a byte scan of their brackets and strings: the
+// standard JSON framer runs encoding/json's scanner over each object and then copies it.
+type framer struct{}
+
+func (framer) NewFrameReader(r io.ReadCloser) io.ReadCloser {
+	return &frameReader{r: r, buf: make([]byte, 0, 32<<10)}
+}
+
+// NewFrameWriter: JSON objects written one after the other need no framing.
+func (framer) NewFrameWriter(w io.Writer) io.Writer { return w }
+
+// frameReader returns one JSON object a Read, or the start of it with io.ErrShortBuffer when p
+// is too small and the rest on the next Reads (the contract of the standard framer).
+type frameReader struct {
+	r io.ReadCloser
+	// buf[start:] is read and not returned yet; pos is where the scan of the object starting at
+	// start goes on.
+	buf        []byte
+	start, pos int
+	scan       objectScan
+	pending    []byte // the part of the last object not returned yet
+}
+
+func (f *frameReader) Read(p []byte) (int, error) {
+	if len(f.pending) == 0 {
+		frame, err := f.next()
+		if err != nil {
+			return 0, err
+		}
+		f.pending = frame
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	if len(f.pending) > 0 {
+		return n, io.ErrShortBuffer
+	}
+	return n, nil
+}
+
+func (f *frameReader) Close() error { return f.r.Close() }
+
+// next returns the next object; its bytes stay valid until the next call.
+func (f *frameReader) next() ([]byte, error) {
+	for {
+		if f.pos == f.start { // between objects
+			for f.start < len(f.buf) && isSpace(f.buf[f.start]) {
+				f.start++
+			}
+			f.pos = f.start
+		}
+		if f.pos < len(f.buf) {
+			n, done, err := f.scan.feed(f.buf[f.pos:])
+			if err != nil {
+				return nil, fmt.Errorf("watch stream: %w", err)
+			}
+			f.pos += n
+			if done {
+				frame := f.buf[f.start:f.pos]
+				f.start, f.scan = f.pos, objectScan{}
+				return frame, nil
+			}
+		}
+		if err := f.fill(); err != nil {
+			if err == io.EOF && f.start < len(f.buf) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+// fill reads more of the stream, keeping the unreturned bytes at the front of buf.
+func (f *frameReader) fill() error {
+	if f.start > 0 {
+		n := copy(f.buf, f.buf[f.start:])
+		f.buf, f.pos, f.start = f.buf[:n], f.pos-f.start, 0
+	}
+	if len(f.buf) == cap(f.buf) {
+		f.buf = append(f.buf, make([]byte, cap(f.buf))...)[:len(f.buf)]
+	}
+	for tries := 0; tries < 100; tries++ { // as bufio.Reader tolerates empty reads
+		n, err := f.r.Read(f.buf[len(f.buf):cap(f.buf)])
+		f.buf = f.buf[:len(f.buf)+n]
+		if n > 0 {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// objectScan finds where a JSON object (or array) ends by its brackets and strings alone; the
+// JSON decoder validates the rest.
+type objectScan struct {
+	depth             int
+	inString, escaped bool
+}
+
+// feed scans the next bytes of the object: n bytes are consumed, all of them unless the object
+// ends in data (done).
+func (s *objectScan) feed(data []byte) (n int, done bool, err error) {
+	for i, c := range data {
+		if s.inString {
+			switch {
+			case s.escaped:
+				s.escaped = false
+			case c == '\\':
+				s.escaped = true
+			case c == '"':
+				s.inString = false
+			}
+			continue
+		}
+		if s.depth == 0 && c != '{' && c != '[' {
+			return i, false, fmt.Errorf("want a JSON object, found %q", c)
+		}
+		switch c {
+		case '"':
+			s.inString = true
+		case '{', '[':
+			s.depth++
+		case '}', ']':
+			s.depth--
+			if s.depth == 0 {
+				return i + 1, true, nil
+			}
+		}
+	}
+	return len(data), false, nil
+}
+
+// objectEnd is the length of the JSON object data starts with, or -1.
+func objectEnd(data []byte) int {
+	var s objectScan
+	if n, done, err := s.feed(data); done && err == nil {
+		return n
+	}
+	return -1
+}
