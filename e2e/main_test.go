@@ -203,15 +203,29 @@ func peerCommand(remoteAddr string) string {
 		return ""
 	}
 	target := "socket:[" + inode + "]"
-	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
-	for _, fd := range fds {
-		if link, err := os.Readlink(fd); err == nil && link == target {
-			cmdline, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(fd)), "cmdline"))
-			if err != nil {
-				return ""
+	// Karmada's processes first: a scan of every process's descriptors on a loaded machine
+	// (other suites' API servers beside this one) outlasted the webhook's timeout, the caller
+	// closed the connection, and its socket was gone by the time the scan reached it.
+	all, _ := filepath.Glob("/proc/[0-9]*")
+	var karmada, others []string
+	for _, proc := range all {
+		if comm, err := os.ReadFile(filepath.Join(proc, "comm")); err == nil && strings.HasPrefix(string(comm), "karmada") {
+			karmada = append(karmada, proc)
+		} else {
+			others = append(others, proc)
+		}
+	}
+	for _, proc := range append(karmada, others...) {
+		fds, _ := filepath.Glob(filepath.Join(proc, "fd", "*"))
+		for _, fd := range fds {
+			if link, err := os.Readlink(fd); err == nil && link == target {
+				cmdline, err := os.ReadFile(filepath.Join(proc, "cmdline"))
+				if err != nil {
+					return ""
+				}
+				argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+				return filepath.Base(argv0)
 			}
-			argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-			return filepath.Base(argv0)
 		}
 	}
 	return ""

@@ -293,7 +293,7 @@ webhooks:
     url: https://%s/interpreter
     caBundle: %s
   interpreterContextVersions: ["v1alpha1"]
-  timeoutSeconds: 3
+  timeoutSeconds: 10
 `, interpreterAddr, base64.StdEncoding.EncodeToString(topo.PKI().CAPEM()))), &riwc.Object)).To(Succeed())
 	g.Expect(karmada.Create(t.Context(), riwc)).To(Succeed())
 	t.Cleanup(func() { _ = karmada.Delete(context.Background(), riwc) })

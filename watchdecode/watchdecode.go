@@ -1,24 +1,24 @@
-// Package watchdecode decodes the API server's JSON watch streams of typed objects in one
-// validating pass over each object's bytes, for the informers of a controller-runtime cache.
+// Package watchdecode decodes the API server's JSON watch streams of typed objects for the
+// informers of a controller-runtime cache with one validation and one decode of each object,
+// where client-go makes about nine passes over an event's bytes before the object's own decode.
 //
-// client-go reads a JSON watch event in about nine passes over its bytes before the objects's
-// own decoding: a framer that finds the event's end and then copies it through a
-// json.RawMessage, the event decoded as a metav1.WatchEvent after a search of its bytes for
-// apiVersion and kind (SimpleMetaFactory.Interpret, an encoding/json decode that skips every
-// other field), then the object searched the same way before it is decoded. The federation's
-// cache is filled from such streams — 100,000 BackendRecords and their managed fields at a
-// restart —, one informer goroutine each, and at a restart that goroutine was the resync's
-// bound: a CPU profile of BenchmarkRestartResync's first seconds had 60 % of the controller's
-// CPU in the watch decoders and a quarter of that in the two searches.
+// client-go frames an event with encoding/json's scanner and copies it through a
+// json.RawMessage, searches the event for apiVersion and kind (SimpleMetaFactory.Interpret: an
+// encoding/json decode that skips every other field), decodes it as a metav1.WatchEvent
+// (validated again, the object skipped and copied), then searches the object the same way
+// before it decodes it. The federation's cache is filled from such streams — 100,000
+// BackendRecords with their managed fields at a restart —, one informer goroutine each: a CPU
+// profile of BenchmarkRestartResync's first seconds had 60 % of the controller's CPU in the
+// watch decoders, a quarter of it in the two searches, on two cores it shares with the API
+// server.
 //
-// Here an event is framed by a byte scan, split into type and object by its fixed prefix (as
-// the API server writes it: {"type":"…","object":…}), and the object's kind read from its
-// first two keys (apiVersion and kind, in either order, as the API server writes them), then
-// decoded once by sigs.k8s.io/json as the standard serializer does. Whatever does not have
-// that shape goes through the standard decoders, so the result is the same for any input
-// (TestDecodersAgree). Only structured kinds client-go does not serve in protobuf are
-// concerned, in caches of every namespace without selectors; every other informer is the
-// standard one.
+// Here an event is framed by a scan of its brackets and strings, split into type and object by
+// its fixed envelope (as the API server writes it: {"type":"…","object":{…}}), and the object's
+// kind read from its first two keys (apiVersion and kind, in either order, as the API server
+// writes them), then decoded by sigs.k8s.io/json as the standard serializer decodes it.
+// Whatever does not have that shape goes through the standard decoders (TestDecodersAgree).
+// Only structured kinds that client-go does not serve in protobuf are concerned, in caches of
+// every namespace without selectors; every other informer is the standard one.
 package watchdecode
 
 import (
