@@ -227,6 +227,11 @@ func parallel(n int, f func(i int) error) {
 // (132.4: 1.51x, 37 collections against 58 with 44.5 s of GC CPU against 9.1, the collections
 // back to back at the resync's peak of ≈ 377 MB marked), from scratch 2,444 s (2,478), 0 driver
 // calls, 0 idle reconciles, idle CPU 11.5 ms/s (11.7).
+// With the watch streams decoded by package watchdecode, at a tenth: of a 7.0 s resync 5.2 s
+// passed before any controller started (the manager waits for the informers started at set-up),
+// the controller's CPU 60 % in client-go's watch decoders; five restarts of the commit before
+// and of this one in turn on one world: resync median 7.53 -> 5.45 s (0.72x), controller CPU
+// 6.80 -> 4.56 s (0.67x). Single runs at a tenth vary 5.6-7.4 s between identical binaries.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
