@@ -170,11 +170,11 @@ func (d *objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, i
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	gvk, ok := leadingKind(data)
-	if !ok || !d.scheme.Recognizes(gvk) {
+	if !ok {
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	obj, err := d.scheme.New(gvk)
-	if err != nil {
+	if err != nil { // a kind the scheme does not know: the standard error
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	// As the standard serializer decodes when not strict.
