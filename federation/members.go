@@ -65,7 +65,7 @@ func (p *groupPlan) backends() []controller.Backend {
 	var out []controller.Backend
 	for _, m := range p.sorted() {
 		if m.report != nil {
-			out = append(out, m.report.backends...)
+			out = append(out, m.report.list()...)
 		}
 	}
 	return out
@@ -107,8 +107,9 @@ func serves(r *clusterReport) bool {
 	if r == nil {
 		return false
 	}
-	for i := range r.backends {
-		if r.backends[i].Eligible() {
+	backends := r.list()
+	for i := range backends {
+		if backends[i].Eligible() {
 			return true
 		}
 	}

@@ -115,7 +115,7 @@ func (m *Metrics) setPlanLocked(bg types.UID, members map[string]*memberPlan) {
 		touched[name] = true
 		n := 0
 		if mp.report != nil {
-			n = len(mp.report.backends)
+			n = mp.report.count()
 		}
 		m.setCandidatesLocked(bg, name, n)
 	}

@@ -60,10 +60,24 @@ func (r *report) truncated() bool {
 
 // clusterReport is a decoded member report: its backends, and its pod candidates by name for
 // generateBackendAddr.
+//
+// A report of up to scanBackends backends keeps its items as the member wrote them (≈ 45 bytes
+// a pod) and decodes its backends when asked (see list): decoded, a backend is ≈ 230 bytes, kept
+// for every group and member (23 MB of the federation's live heap at 100,000 records in reports of
+// 5), while a group's reconcile decodes its few again in microseconds. Larger reports keep their
+// decoded backends: they are few, asked for often, and indexed (see find).
 type clusterReport struct {
-	cluster  string
+	cluster string
+	// backends are the decoded backends of a large report (or one built in place by a test);
+	// nil for a compact one.
 	backends []controller.Backend
-	partial  bool // truncated or undecodable: records of missing backends are kept
+	// The compact form: the report's items and node table, and what decoding them needs besides.
+	items, nodes []string
+	svcName      string
+	params       map[string]string
+	// size is the number of backends that decoded.
+	size    int
+	partial bool // truncated or undecodable: records of missing backends are kept
 	// truncated: the member cut its list to its byte budget.
 	truncated bool
 	// request is the report request the member echoed.
@@ -120,11 +134,30 @@ func idOf(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSele
 
 func backendIDOf(b *controller.Backend) backendID { return idOf(b.Kind, b.Name, b.Port, b.NodeName) }
 
+// list returns the report's backends: the kept ones, or a compact report's decoded again (a new
+// slice each time, the same content: the items are decoded as decode did).
+func (c *clusterReport) list() []controller.Backend {
+	if c.backends != nil || len(c.items) == 0 {
+		return c.backends
+	}
+	out, _, _ := decodeBackends(&lbcfv1beta1.Candidates{Items: c.items, Nodes: c.nodes}, c.cluster, c.svcName, c.params)
+	return out
+}
+
+// count is the number of the report's backends.
+func (c *clusterReport) count() int {
+	if c.backends != nil {
+		return len(c.backends)
+	}
+	return c.size
+}
+
 // find returns the backend of the given identity (see backendID), the last one reported when
 // several share it, or nil.
 func (c *clusterReport) find(kind lbcfv1beta1.CandidateKind, name string, port lbcfv1beta1.PortSelector, node string) *controller.Backend {
 	id := idOf(kind, name, port, node)
-	if len(c.backends) > scanBackends {
+	backends := c.list()
+	if len(backends) > scanBackends {
 		c.byIDOnce.Do(func() {
 			c.byID = make(map[backendID]*controller.Backend, len(c.backends))
 			for i := range c.backends {
@@ -133,9 +166,9 @@ func (c *clusterReport) find(kind lbcfv1beta1.CandidateKind, name string, port l
 		})
 		return c.byID[id]
 	}
-	for i := len(c.backends) - 1; i >= 0; i-- {
-		if backendIDOf(&c.backends[i]) == id {
-			return &c.backends[i]
+	for i := len(backends) - 1; i >= 0; i-- {
+		if backendIDOf(&backends[i]) == id {
+			return &backends[i]
 		}
 	}
 	return nil
@@ -154,9 +187,10 @@ func (c *clusterReport) recordNames(lb, group string) []string {
 			return n.names
 		}
 	}
-	n := make([]string, len(c.backends))
-	for i := range c.backends {
-		n[i] = c.backends[i].RecordName(lb, group)
+	backends := c.list()
+	n := make([]string, len(backends))
+	for i := range backends {
+		n[i] = backends[i].RecordName(lb, group)
 	}
 	c.names = append(c.names, reportNames{key: key, names: n})
 	return n
@@ -165,24 +199,45 @@ func (c *clusterReport) recordNames(lb, group string) []string {
 // decode turns a report into the backends of one member cluster of group bg. Their parameters
 // (the member's, plus its name) go through share: the members' groups mostly repeat them.
 func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup, share func(map[string]string) map[string]string) (*clusterReport, error) {
-	cands, pos, err := r.Candidates.DecodeIndexed()
 	params := maps.Clone(r.Candidates.Parameters)
 	if params == nil {
 		params = map[string]string{}
 	}
 	params[lbcfv1beta1.ParamCluster] = cluster
 	params = share(params)
-	// Sized once: appended one by one, a report's backends took up to half as much again in
-	// spare capacity (5 backends: 1,792 bytes for 1,040), kept for every group and member.
-	out := &clusterReport{cluster: cluster, partial: r.truncated(), truncated: r.truncated(), request: r.ReportRequest,
-		backends: make([]controller.Backend, 0, len(cands))}
-	if err != nil {
-		out.partial = true // entries that did not decode may be backends we must not drop
-	}
 	svcName := ""
 	if bg.Spec.Service != nil {
 		svcName = bg.Spec.Service.Name
 	}
+	out := &clusterReport{cluster: cluster, partial: r.truncated(), truncated: r.truncated(), request: r.ReportRequest}
+	backends, pos, err := decodeBackends(r.Candidates, cluster, svcName, params)
+	if err != nil {
+		out.partial = true // entries that did not decode may be backends we must not drop
+	}
+	out.size = len(backends)
+	if len(backends) > scanBackends {
+		out.backends = backends
+	} else {
+		out.items, out.nodes, out.svcName, out.params = r.Candidates.Items, r.Candidates.Nodes, svcName, params
+	}
+	out.itemsDigest = lbcfv1beta1.ReportDigest(r.Candidates.Items)
+	out.itemBackend = make([]int, len(r.Candidates.Items))
+	for i := range out.itemBackend {
+		out.itemBackend[i] = -1
+	}
+	for k, i := range pos {
+		out.itemBackend[i] = k
+	}
+	return out, err
+}
+
+// decodeBackends decodes a member's candidates into backends of cluster; pos is the item index
+// of each backend.
+func decodeBackends(c *lbcfv1beta1.Candidates, cluster, svcName string, params map[string]string) ([]controller.Backend, []int, error) {
+	cands, pos, err := c.DecodeIndexed()
+	// Sized once: appended one by one, a report's backends took up to half as much again in
+	// spare capacity (5 backends: 1,792 bytes for 1,040).
+	out := make([]controller.Backend, 0, len(cands))
 	for i := range cands {
 		c := &cands[i]
 		b := controller.Backend{
@@ -198,15 +253,7 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup, share func
 		default:
 			b.Name = c.Name
 		}
-		out.backends = append(out.backends, b)
+		out = append(out, b)
 	}
-	out.itemsDigest = lbcfv1beta1.ReportDigest(r.Candidates.Items)
-	out.itemBackend = make([]int, len(r.Candidates.Items))
-	for i := range out.itemBackend {
-		out.itemBackend[i] = -1
-	}
-	for k, i := range pos {
-		out.itemBackend[i] = k
-	}
-	return out, err
+	return out, pos, err
 }

@@ -59,7 +59,7 @@ func BenchmarkDecodedReportBytes(b *testing.B) {
 			bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bg-%04d", i), UID: types.UID(fmt.Sprintf("uid-%d", i)), Generation: 1}}
 			for ci, c := range clusters {
 				cr := s.fresh(bg, c, items[i][ci])
-				if cr == nil || len(cr.backends) != pods {
+				if cr == nil || cr.count() != pods {
 					b.Fatalf("group %d member %s: %v", i, c, cr)
 				}
 				_ = cr.recordNames(fmt.Sprintf("lb-%04d", i), bg.Name)
@@ -144,8 +144,8 @@ func TestReportRecordNamesPerLoadBalancer(t *testing.T) {
 		for _, lb := range []string{"lb1", "lb2", "lb3"} {
 			for _, group := range []string{"bg", "bg2"} {
 				got := cr.recordNames(lb, group)
-				for i := range cr.backends {
-					if want := cr.backends[i].RecordName(lb, group); got[i] != want {
+				for i, b := range cr.list() {
+					if want := b.RecordName(lb, group); got[i] != want {
 						t.Fatalf("round %d %s/%s backend %d: %q, want %q", round, lb, group, i, got[i], want)
 					}
 				}
@@ -167,10 +167,11 @@ func TestReportParametersShared(t *testing.T) {
 		}
 		bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("bg", i), UID: types.UID(fmt.Sprint(i)), Generation: 1}}
 		cr := s.fresh(bg, c, memberStatus(t, c, params, [2]string{"a", "10.0.0.1"}, [2]string{"b", "10.0.0.2"}))
-		if cr.backends[0].Parameters[lbcfv1beta1.ParamCluster] != c || mapPtr(cr.backends[0].Parameters) != mapPtr(cr.backends[1].Parameters) {
-			t.Fatalf("report %d: %v / %v", i, cr.backends[0].Parameters, cr.backends[1].Parameters)
+		backends := cr.list()
+		if backends[0].Parameters[lbcfv1beta1.ParamCluster] != c || mapPtr(backends[0].Parameters) != mapPtr(backends[1].Parameters) {
+			t.Fatalf("report %d: %v / %v", i, backends[0].Parameters, backends[1].Parameters)
 		}
-		got = append(got, cr.backends[0].Parameters)
+		got = append(got, backends[0].Parameters)
 	}
 	if mapPtr(got[0]) != mapPtr(got[1]) || mapPtr(got[0]) == mapPtr(got[2]) || mapPtr(got[0]) == mapPtr(got[3]) {
 		t.Fatalf("shared: %v", got)
@@ -181,3 +182,64 @@ func TestReportParametersShared(t *testing.T) {
 }
 
 func mapPtr(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
+
+// A report keeps its items and decodes them when asked up to scanBackends backends, and keeps its
+// decoded backends beyond: either way it answers with the backends its items decode to, in their
+// order, each found by identity, undecodable items left out and the report partial.
+func TestReportCompactAndKeptAnswerAlike(t *testing.T) {
+	for _, n := range []int{1, scanBackends, scanBackends + 1, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var cands []lbcfv1beta1.Candidate
+			for i := 0; i < n; i++ {
+				c := lbcfv1beta1.Candidate{Kind: lbcfv1beta1.CandidatePod, Name: fmt.Sprintf("p%d", i), UID: fmt.Sprintf("u%d", i),
+					IPs: []string{fmt.Sprintf("10.0.%d.%d", i/250, i%250)}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning,
+					Ready: i%3 != 0, NodeName: fmt.Sprintf("node%d", i%2), NodeAddresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.168.0.%d", i%2)}}}
+				switch i % 4 {
+				case 1:
+					c.Kind, c.Name, c.UID, c.IPs, c.Phase, c.NodePort = lbcfv1beta1.CandidateNode, "", "", nil, "", 30080
+					c.NodeName = fmt.Sprintf("node%d", i) // one backend per node
+				case 2:
+					c = lbcfv1beta1.Candidate{Kind: lbcfv1beta1.CandidateStatic, Name: fmt.Sprintf("10.9.0.%d:80", i), Ready: true}
+				}
+				cands = append(cands, c)
+			}
+			enc, _ := lbcfv1beta1.EncodeCandidates(map[string]string{"weight": "2"}, cands, 0)
+			enc.Items = append(enc.Items, "p|broken") // does not decode
+			raw, err := json.Marshal(map[string]any{"candidates": enc, "observedGeneration": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg := &lbcfv1beta1.BackendGroup{ObjectMeta: metav1.ObjectMeta{Name: "bg", UID: "u", Generation: 1},
+				Spec: lbcfv1beta1.BackendGroupSpec{Service: &lbcfv1beta1.ServiceBackend{Name: "svc"}}}
+			s := &Source{}
+			cr := s.fresh(bg, "m1", &workv1alpha2.AggregatedStatusItem{ClusterName: "m1", Status: &k8sruntime.RawExtension{Raw: raw}})
+			if cr == nil {
+				t.Fatal("no report")
+			}
+			want, _, err := decodeBackends(enc, "m1", "svc", cr.list()[0].Parameters)
+			if err == nil || !cr.partial {
+				t.Fatalf("the broken item: err %v, partial %v", err, cr.partial)
+			}
+			if kept := cr.backends != nil; kept != (n > scanBackends) {
+				t.Fatalf("%d backends: kept decoded %v", n, kept)
+			}
+			for round := 0; round < 2; round++ {
+				if got := cr.list(); !reflect.DeepEqual(got, want) || cr.count() != n {
+					t.Fatalf("round %d: %d backends (count %d), want %d:\n%+v\n%+v", round, len(got), cr.count(), n, got, want)
+				}
+			}
+			if want[0].Parameters["weight"] != "2" || want[0].Parameters[lbcfv1beta1.ParamCluster] != "m1" {
+				t.Fatalf("parameters: %v", want[0].Parameters)
+			}
+			for i := range want {
+				b := &want[i]
+				if got := cr.find(b.Kind, b.Name, b.Port, b.NodeName); got == nil || !reflect.DeepEqual(*got, *b) {
+					t.Fatalf("find %d: %+v, want %+v", i, got, b)
+				}
+			}
+			if got := len(cr.itemBackend); got != n+1 || cr.itemBackend[n] != -1 || cr.itemBackend[n-1] != n-1 {
+				t.Fatalf("itemBackend: %v", cr.itemBackend)
+			}
+		})
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -59,6 +61,17 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	b := decoded(t, "b", "10.1.0.2:80", map[string]string{"weight": "1", lbcfv1beta1.ParamCluster: "m1"})
 	c := decoded(t, "c", "10.1.0.3:80", map[string]string{"weight": "3", lbcfv1beta1.ParamCluster: "m1"})
 	n := decoded(t, "n", "10.1.0.4:80", nil)
+	// a and b belong to one group and registered in the same second; c to another, later.
+	yes := true
+	owner := func(group, uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: group, UID: types.UID(uid), Controller: &yes, BlockOwnerDeletion: &yes}}
+	}
+	a.OwnerReferences, b.OwnerReferences, c.OwnerReferences = owner("g1", "u1"), owner("g1", "u1"), owner("g2", "u2")
+	at := metav1.NewTime(time.Unix(1764000000, 0).UTC())
+	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c} {
+		r.Status.Conditions[0].LastTransitionTime = at
+	}
+	c.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at.Add(time.Second))
 	// a was created with its generated address, which its status now repeats.
 	a.Annotations = map[string]string{controller.AnnotationBackendAddr: a.Status.BackendAddr, "note": "kept"}
 	want, written := map[string]*lbcfv1beta1.BackendRecord{}, map[string]*lbcfv1beta1.BackendRecord{}
@@ -89,6 +102,11 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	g.Expect(a.Spec.LBAttributes).NotTo(BeNil(), "empty stays empty, not absent")
 	g.Expect(n.Spec.Parameters).To(BeNil(), "absent stays absent")
 	g.Expect(mapID(a.Labels)).To(Equal(mapID(b.Labels)), "without the pod, the labels of a group's records on one load balancer are one map")
+	g.Expect(&a.OwnerReferences[0]).To(BeIdenticalTo(&b.OwnerReferences[0]), "a group's records share their owner references")
+	g.Expect(&a.OwnerReferences[0]).NotTo(BeIdenticalTo(&c.OwnerReferences[0]))
+	g.Expect(&a.Finalizers[0]).To(BeIdenticalTo(&c.Finalizers[0]), "and their finalizers")
+	g.Expect(&a.Status.Conditions[0]).To(BeIdenticalTo(&b.Status.Conditions[0]), "conditions alike to the second are one slice")
+	g.Expect(&a.Status.Conditions[0]).NotTo(BeIdenticalTo(&c.Status.Conditions[0]))
 	// A second pass (an informer's streamed initial list transforms every object twice) changes
 	// nothing and keeps the sharing.
 	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c, n} {
@@ -114,7 +132,10 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	// What callers get from the cache are deep copies: changing one leaves the shared map alone.
 	cp := a.DeepCopy()
 	cp.Spec.Parameters["weight"] = "9"
+	cp.OwnerReferences[0].Name, cp.Status.Conditions[0].Reason = "other", "Changed"
 	g.Expect(b.Spec.Parameters).To(HaveKeyWithValue("weight", "1"))
+	g.Expect(b.OwnerReferences[0].Name).To(Equal("g1"))
+	g.Expect(b.Status.Conditions[0].Reason).To(BeEmpty())
 
 	// Ambiguous-looking contents stay apart.
 	x := decoded(t, "x", "", map[string]string{"a:1": "b"})
@@ -160,5 +181,96 @@ func TestRecordCacheTransformSharesAcrossAFleet(t *testing.T) {
 			}
 			g.Expect(mapID(r.Spec.LBInfo)).To(Equal(first[lb]), "record %d (round %d): shares its load balancer's lbInfo", i, round)
 		}
+	}
+}
+
+// transformOf returns the engine's cache transform of obj's kind.
+func transformOf(t *testing.T, obj any) cache.TransformFunc {
+	for o, by := range controller.CacheOptions().ByObject {
+		if reflect.TypeOf(o) == reflect.TypeOf(obj) {
+			return by.Transform
+		}
+	}
+	t.Fatalf("no cache transform for %T", obj)
+	return nil
+}
+
+// roundTrip returns obj as the informer would have it: freshly decoded from JSON.
+func roundTrip[T any](t *testing.T, obj *T) *T {
+	js, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(js, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Groups and load balancers are cached as they are but for their managed fields, sharing what
+// they repeat; a second pass changes nothing.
+func TestGroupAndLoadBalancerCacheTransforms(t *testing.T) {
+	g := NewWithT(t)
+	at := metav1.NewTime(time.Unix(1764000000, 0).UTC())
+	group := func(name string) *lbcfv1beta1.BackendGroup {
+		return roundTrip(t, &lbcfv1beta1.BackendGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Annotations: map[string]string{"lbfed.io/registered": name},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "lbfed"}}},
+			Spec: lbcfv1beta1.BackendGroupSpec{LoadBalancers: []string{"lb-" + name}, Parameters: map[string]string{"weight": "1"},
+				Pods: &lbcfv1beta1.PodBackend{Ports: []lbcfv1beta1.PortSelector{{Port: 80}}, ByLabel: &lbcfv1beta1.SelectPodByLabel{Selector: map[string]string{"app": "web"}}}},
+			Status: lbcfv1beta1.BackendGroupStatus{Backends: 10,
+				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "AllRegistered", Message: "10 backends registered", LastTransitionTime: at}},
+				Members:    []lbcfv1beta1.MemberStatus{{Name: "m1", State: lbcfv1beta1.MemberContributing, Reason: "Reporting", Since: at, Message: "observed and reporting"}}},
+		})
+	}
+	lbOf := func(name string) *lbcfv1beta1.LoadBalancer {
+		return roundTrip(t, &lbcfv1beta1.LoadBalancer{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Finalizers: []string{lbcfv1beta1.FinalizerDeleteLB},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "lbfed"}}},
+			Spec: lbcfv1beta1.LoadBalancerSpec{LBDriver: "radware", LBSpec: map[string]string{"vip": name}, Attributes: map[string]string{"mode": "nat"}},
+			Status: lbcfv1beta1.LoadBalancerStatus{LBInfo: map[string]string{"vip": name}, LastSyncedAttributes: map[string]string{"mode": "nat"},
+				Conditions: []lbcfv1beta1.LoadBalancerCondition{{Type: lbcfv1beta1.LBCreated, Status: lbcfv1beta1.ConditionTrue, LastTransitionTime: at}}},
+		})
+	}
+	gt, lt := transformOf(t, &lbcfv1beta1.BackendGroup{}), transformOf(t, &lbcfv1beta1.LoadBalancer{})
+	var groups []*lbcfv1beta1.BackendGroup
+	for _, name := range []string{"a", "b"} {
+		bg := group(name)
+		want := bg.DeepCopy()
+		want.ManagedFields = nil
+		for pass := 0; pass < 2; pass++ {
+			got, err := gt(bg)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(want))
+		}
+		groups = append(groups, bg)
+	}
+	g.Expect(mapID(groups[0].Spec.Pods.ByLabel.Selector)).To(Equal(mapID(groups[1].Spec.Pods.ByLabel.Selector)), "one selector map")
+	g.Expect(mapID(groups[0].Spec.Parameters)).To(Equal(mapID(groups[1].Spec.Parameters)))
+	var lbs []*lbcfv1beta1.LoadBalancer
+	for _, name := range []string{"a", "b"} {
+		lb := lbOf(name)
+		want := lb.DeepCopy()
+		want.ManagedFields = nil
+		for pass := 0; pass < 2; pass++ {
+			got, err := lt(lb)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(want))
+		}
+		lbs = append(lbs, lb)
+	}
+	g.Expect(mapID(lbs[0].Spec.Attributes)).To(Equal(mapID(lbs[1].Status.LastSyncedAttributes)), "one attribute map")
+	g.Expect(&lbs[0].Finalizers[0]).To(BeIdenticalTo(&lbs[1].Finalizers[0]))
+	g.Expect(mapID(lbs[0].Spec.LBSpec)).NotTo(Equal(mapID(lbs[1].Spec.LBSpec)))
+	// Deep copies, as the cache hands out, are the caller's own.
+	cp := groups[0].DeepCopy()
+	cp.Spec.Pods.ByLabel.Selector["app"] = "other"
+	g.Expect(groups[1].Spec.Pods.ByLabel.Selector).To(HaveKeyWithValue("app", "web"))
+	other := &lbcfv1beta1.BackendRecord{}
+	for _, tf := range []cache.TransformFunc{gt, lt} {
+		got, err := tf(other)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(BeIdenticalTo(other))
 	}
 }
