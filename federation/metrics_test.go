@@ -101,6 +101,17 @@ func TestMemberGaugesFollowPlans(t *testing.T) {
 	if len(model) == 0 {
 		t.Fatal("the sequence ended with no group: it checked little")
 	}
+	for bg := range model {
+		m.forget(bg)
+	}
+	if len(m.groups) != 0 {
+		t.Fatalf("deleted groups left figures behind: %v", m.groups)
+	}
+	for _, c := range clusters {
+		if got := testutil.ToFloat64(m.candidates.WithLabelValues(c)); got != 0 {
+			t.Fatalf("no group left, lbfed_cluster_candidates{cluster=%q} = %v", c, got)
+		}
+	}
 }
 
 // BenchmarkSetPlan: the member gauges' cost of one group reconcile (a two-member plan) in a
