@@ -63,7 +63,7 @@ type recordInterner struct {
 	maps internTable[map[string]string]
 	strs internTable[string]
 	// Whole slices the records of a group (owner), of a driver (finalizers) or of one burst of
-	// registrations (conditions: same type, status, reason, message and second) have in common:
+	// registrations (conditions alike to the nanosecond: see conditions) have in common:
 	// ≈ 210 bytes a record decoded separately (BenchmarkCachedRecordBytes).
 	refs  internTable[[]metav1.OwnerReference]
 	fins  internTable[[]string]
@@ -98,68 +98,53 @@ func boolKey(p *bool) string {
 	return "f"
 }
 
-// ownerRefs returns the shared copy of refs (nil and empty stay as they are).
-func (in *recordInterner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
-	if len(refs) == 0 {
-		return refs
+// shareSlice returns t's shared copy of s (nil and empty stay as they are). key writes an
+// element's content to the slice's key; own interns an element's strings the first time s is kept.
+func shareSlice[T any](t *internTable[[]T], s []T, key func(*strings.Builder, *T), own func(*T)) []T {
+	if len(s) == 0 {
+		return s
 	}
 	var b strings.Builder
-	for i := range refs {
-		r := &refs[i]
-		keyOf(&b, r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion))
+	for i := range s {
+		key(&b, &s[i])
 	}
-	if v, ok := in.refs.get(b.String()); ok {
+	if v, ok := t.get(b.String()); ok {
 		return v
 	}
-	for i := range refs {
-		r := &refs[i]
+	for i := range s {
+		own(&s[i])
+	}
+	t.put(b.String(), s)
+	return s
+}
+
+// ownerRefs returns the shared copy of refs.
+func (in *recordInterner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	return shareSlice(&in.refs, refs, func(b *strings.Builder, r *metav1.OwnerReference) {
+		keyOf(b, r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion))
+	}, func(r *metav1.OwnerReference) {
 		r.APIVersion, r.Kind, r.Name = in.str(r.APIVersion), in.str(r.Kind), in.str(r.Name)
 		r.UID = types.UID(in.str(string(r.UID)))
-	}
-	in.refs.put(b.String(), refs)
-	return refs
+	})
 }
 
-// finalizers returns the shared copy of fins (nil and empty stay as they are).
+// finalizers returns the shared copy of fins.
 func (in *recordInterner) finalizers(fins []string) []string {
-	if len(fins) == 0 {
-		return fins
-	}
-	var b strings.Builder
-	keyOf(&b, fins...)
-	if v, ok := in.fins.get(b.String()); ok {
-		return v
-	}
-	for i := range fins {
-		fins[i] = in.str(fins[i])
-	}
-	in.fins.put(b.String(), fins)
-	return fins
+	return shareSlice(&in.fins, fins, func(b *strings.Builder, f *string) { keyOf(b, *f) },
+		func(f *string) { *f = in.str(*f) })
 }
 
-// conditions returns the shared copy of conds (nil and empty stay as they are). Times are
-// compared to the nanosecond and by location: a shared copy reads exactly as the record's own.
+// conditions returns the shared copy of conds. Times are compared to the nanosecond and by
+// location: a shared copy reads exactly as the record's own.
 func (in *recordInterner) conditions(conds []lbcfv1beta1.BackendRecordCondition) []lbcfv1beta1.BackendRecordCondition {
-	if len(conds) == 0 {
-		return conds
-	}
-	var b strings.Builder
-	for i := range conds {
-		c := &conds[i]
+	return shareSlice(&in.conds, conds, func(b *strings.Builder, c *lbcfv1beta1.BackendRecordCondition) {
 		t := c.LastTransitionTime.Time
-		keyOf(&b, string(c.Type), string(c.Status), strconv.FormatInt(t.UnixNano(), 10), t.Location().String(), strconv.FormatBool(t.IsZero()), c.Reason, c.Message)
-	}
-	if v, ok := in.conds.get(b.String()); ok {
-		return v
-	}
-	for i := range conds {
-		c := &conds[i]
+		keyOf(b, string(c.Type), string(c.Status), strconv.FormatInt(t.UnixNano(), 10), t.Location().String(), strconv.FormatBool(t.IsZero()), c.Reason, c.Message)
+	}, func(c *lbcfv1beta1.BackendRecordCondition) {
 		c.Type = lbcfv1beta1.BackendRecordConditionType(in.str(string(c.Type)))
 		c.Status = lbcfv1beta1.ConditionStatus(in.str(string(c.Status)))
 		c.Reason, c.Message = in.str(c.Reason), in.str(c.Message)
-	}
-	in.conds.put(b.String(), conds)
-	return conds
+	})
 }
 
 // str returns the shared copy of s.
@@ -354,8 +339,10 @@ func (in *recordInterner) transform(o any) (any, error) {
 }
 
 // groupTransform is a cache transform for BackendGroups: their managed fields are dropped and
-// what groups repeat — pod selectors, parameters, condition and member strings — is shared (≈ 500
-// bytes of a group's 2 kB in BenchmarkRestartResync's shape). Other objects pass unchanged.
+// what groups repeat — pod selectors, parameters, condition and member strings — is shared.
+// Measured on 100 groups of BenchmarkRestartResync's shape from the test API server, decoded 20
+// times each: 2,136 bytes a group with managed fields dropped alone, 1,575 with this transform.
+// Other objects pass unchanged.
 func (in *recordInterner) groupTransform(o any) (any, error) {
 	bg, ok := o.(*lbcfv1beta1.BackendGroup)
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
@@ -234,32 +235,10 @@ func TestGroupAndLoadBalancerCacheTransforms(t *testing.T) {
 		})
 	}
 	gt, lt := transformOf(t, &lbcfv1beta1.BackendGroup{}), transformOf(t, &lbcfv1beta1.LoadBalancer{})
-	var groups []*lbcfv1beta1.BackendGroup
-	for _, name := range []string{"a", "b"} {
-		bg := group(name)
-		want := bg.DeepCopy()
-		want.ManagedFields = nil
-		for pass := 0; pass < 2; pass++ {
-			got, err := gt(bg)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(Equal(want))
-		}
-		groups = append(groups, bg)
-	}
+	groups := []*lbcfv1beta1.BackendGroup{transformTwice(g, gt, group("a")), transformTwice(g, gt, group("b"))}
 	g.Expect(mapID(groups[0].Spec.Pods.ByLabel.Selector)).To(Equal(mapID(groups[1].Spec.Pods.ByLabel.Selector)), "one selector map")
 	g.Expect(mapID(groups[0].Spec.Parameters)).To(Equal(mapID(groups[1].Spec.Parameters)))
-	var lbs []*lbcfv1beta1.LoadBalancer
-	for _, name := range []string{"a", "b"} {
-		lb := lbOf(name)
-		want := lb.DeepCopy()
-		want.ManagedFields = nil
-		for pass := 0; pass < 2; pass++ {
-			got, err := lt(lb)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(Equal(want))
-		}
-		lbs = append(lbs, lb)
-	}
+	lbs := []*lbcfv1beta1.LoadBalancer{transformTwice(g, lt, lbOf("a")), transformTwice(g, lt, lbOf("b"))}
 	g.Expect(mapID(lbs[0].Spec.Attributes)).To(Equal(mapID(lbs[1].Status.LastSyncedAttributes)), "one attribute map")
 	g.Expect(&lbs[0].Finalizers[0]).To(BeIdenticalTo(&lbs[1].Finalizers[0]))
 	g.Expect(mapID(lbs[0].Spec.LBSpec)).NotTo(Equal(mapID(lbs[1].Spec.LBSpec)))
@@ -273,4 +252,17 @@ func TestGroupAndLoadBalancerCacheTransforms(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(got).To(BeIdenticalTo(other))
 	}
+}
+
+// transformTwice passes obj through tf twice, as an informer's streamed list does, and checks
+// that each pass leaves its content as it was but for the managed fields; obj is returned.
+func transformTwice[T client.Object](g Gomega, tf cache.TransformFunc, obj T) T {
+	want := obj.DeepCopyObject().(T)
+	want.SetManagedFields(nil)
+	for pass := 0; pass < 2; pass++ {
+		got, err := tf(obj)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got).To(Equal(want))
+	}
+	return obj
 }
