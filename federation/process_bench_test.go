@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,7 +194,8 @@ func parallel(n int, f func(i int) error) {
 // LBFED_BENCH_CPU_PROFILE one for a CPU profile of its first LBFED_BENCH_CPU_SECONDS (10)
 // seconds (LBFED_BENCH_APISERVER_PROFILE: the API server's of the same seconds),
 // LBFED_BENCH_IDLE_CPU_PROFILE one for a CPU profile of the idle window.
-// LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG (memprofilerate=4096: a finer heap
+// LBFED_BENCH_RESTART_GOMEMLIMITS lists GOMEMLIMITs for further restarts on the same world, in
+// turn (see restartsByLimit). LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG (memprofilerate=4096: a finer heap
 // profile; gctrace=1 logs each collection's live heap), LBFED_BENCH_CONTROLLER_LOG a path
 // prefix for their logs, kept.
 //
@@ -264,12 +266,7 @@ func BenchmarkRestartResync(b *testing.B) {
 		// The API server's side of the first seconds: it encodes what the controller decodes.
 		apiProfiled := testenv.ProfileAPIServer(b, e.cfg, "restartresync", time.Duration(cpuProfileSeconds())*time.Second)
 		cp0 := testenv.ControlPlaneCPU(b)
-		e.g.Eventually(func() bool {
-			return p.metric("key_process_latency_count", `crd="BackendRecord"`) >= float64(records) &&
-				p.metric("key_process_latency_count", `crd="LoadBalancer"`) >= float64(lbs) &&
-				p.metric("key_process_latency_count", `crd="BackendGroup"`) >= float64(groups) &&
-				p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
-		}, 30*time.Minute, 200*time.Millisecond).Should(BeTrue())
+		e.g.Eventually(p.resynced(lbs, groups, records), 30*time.Minute, 200*time.Millisecond).Should(BeTrue())
 		b.StopTimer()
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-resynced")
 		b.ReportMetric((testenv.ControlPlaneCPU(b) - cp0).Seconds(), "cp-cpu-s-resync")
@@ -338,6 +335,56 @@ func BenchmarkRestartResync(b *testing.B) {
 		b.ReportMetric(p.metric("go_memstats_heap_alloc_bytes", "")/1e6, "MB-live-heap")
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
+	}
+	if limits := os.Getenv("LBFED_BENCH_RESTART_GOMEMLIMITS"); limits != "" {
+		restartsByLimit(b, e, bin, kc, strings.Split(limits, ","), lbs, groups, records)
+	}
+}
+
+// restartsByLimit restarts the controller once per entry of limits, in the order given, on the
+// world BenchmarkRestartResync built (LBFED_BENCH_RESTART_GOMEMLIMITS=800MiB,480MiB,800MiB,…):
+// alternated on one world, restarts under two limits are compared on the same objects and
+// machine state, where single full-size runs vary by 10-20 % between identical binaries. Each
+// limit's median resync, peak RSS, controller CPU and collections are reported (units suffixed
+// with the limit), each restart is logged.
+func restartsByLimit(b *testing.B, e *env, bin, kc string, limits []string, lbs, groups, records int) {
+	type round struct{ resync, rss, cpu, gcs float64 }
+	got := map[string][]round{}
+	for _, limit := range limits {
+		start := time.Now()
+		p := startLbfedController(b, bin, kc, "GOMEMLIMIT="+limit)
+		e.g.Eventually(p.resynced(lbs, groups, records), 30*time.Minute, 200*time.Millisecond).Should(BeTrue())
+		r := round{time.Since(start).Seconds(), p.peakRSS(), p.cpuTime().Seconds(), p.metric("go_gc_duration_seconds_count", "")}
+		b.Logf("GOMEMLIMIT=%s: resync %.2f s, peak RSS %.1f MiB, controller CPU %.2f s, %.0f collections, heap %.1f MB",
+			limit, r.resync, r.rss, r.cpu, r.gcs, p.metric("go_memstats_heap_alloc_bytes", "")/1e6)
+		got[limit] = append(got[limit], r)
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
+	for limit, rounds := range got {
+		med := func(f func(round) float64) float64 {
+			v := make([]float64, len(rounds))
+			for i, r := range rounds {
+				v[i] = f(r)
+			}
+			slices.Sort(v)
+			return (v[(len(v)-1)/2] + v[len(v)/2]) / 2
+		}
+		b.ReportMetric(med(func(r round) float64 { return r.resync }), "s-to-resynced@"+limit)
+		b.ReportMetric(med(func(r round) float64 { return r.rss }), "MiB-peak-RSS@"+limit)
+		b.ReportMetric(med(func(r round) float64 { return r.cpu }), "cpu-s@"+limit)
+		b.ReportMetric(med(func(r round) float64 { return r.gcs }), "gcs@"+limit)
+	}
+}
+
+// resynced tells when the restarted controller has reconciled every object of the world once and
+// has nothing queued or in hand.
+func (p *controllerProcess) resynced(lbs, groups, records int) func() bool {
+	return func() bool {
+		return p.metric("key_process_latency_count", `crd="BackendRecord"`) >= float64(records) &&
+			p.metric("key_process_latency_count", `crd="LoadBalancer"`) >= float64(lbs) &&
+			p.metric("key_process_latency_count", `crd="BackendGroup"`) >= float64(groups) &&
+			p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
 	}
 }
 
