@@ -375,8 +375,10 @@ func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1
 	}
 	// The typed cache is the one whose delete events enqueue the records: when the event comes,
 	// the group is already gone from it (a metadata-only cache could still have it).
+	// Only its UID is read: the cached group itself, not a deep copy (every record reconcile asks,
+	// and the copies were 156 MB of the 2.9 GB a 100,000-record restart's resync allocated).
 	bg := &lbcfv1beta1.BackendGroup{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, bg)
+	err := r.Get(ctx, client.ObjectKey{Namespace: br.Namespace, Name: ref.Name}, bg, client.UnsafeDisableDeepCopy)
 	if err == nil && bg.UID == ref.UID {
 		return false, nil
 	}
