@@ -234,6 +234,13 @@ func parallel(n int, f func(i int) error) {
 // the controller's CPU 60 % in client-go's watch decoders; five restarts of the commit before
 // and of this one in turn on one world: resync median 7.53 -> 5.45 s (0.72x), controller CPU
 // 6.80 -> 4.56 s (0.67x). Single runs at a tenth vary 5.6-7.4 s between identical binaries.
+// Full size, ten restarts on one world with limits in turn (the chart then had 800MiB; a CI-free
+// machine): 800MiB resync 50.9/52.8/61.0/70.3 s, peak RSS 784-787 MiB, controller CPU median
+// 49.2 s; 480MiB 56.1/62.6/62.0/59.6 s, 493-505 MiB, 57.0 s (1.16x); 448MiB 108.7 (the API
+// server's CPU 146 s against 44-83 s in the others) and 56.0 s, 461-469 MiB. Live heap 287-290
+// MB after each; from scratch 2,461 s, live heap at most 353 MB. The chart's default is 480MiB
+// since. Half of the restarts ran a build whose cache transforms and owner check allocate less
+// (c26244c): 34-35 collections against 39-40 at 480MiB, the controller's CPU not measurably less.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
