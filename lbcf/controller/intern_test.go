@@ -106,7 +106,7 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	g.Expect(&a.OwnerReferences[0]).To(BeIdenticalTo(&b.OwnerReferences[0]), "a group's records share their owner references")
 	g.Expect(&a.OwnerReferences[0]).NotTo(BeIdenticalTo(&c.OwnerReferences[0]))
 	g.Expect(&a.Finalizers[0]).To(BeIdenticalTo(&c.Finalizers[0]), "and their finalizers")
-	g.Expect(&a.Status.Conditions[0]).To(BeIdenticalTo(&b.Status.Conditions[0]), "conditions alike to the second are one slice")
+	g.Expect(&a.Status.Conditions[0]).To(BeIdenticalTo(&b.Status.Conditions[0]), "conditions alike to the nanosecond are one slice")
 	g.Expect(&a.Status.Conditions[0]).NotTo(BeIdenticalTo(&c.Status.Conditions[0]))
 	// A second pass (an informer's streamed initial list transforms every object twice) changes
 	// nothing and keeps the sharing.
