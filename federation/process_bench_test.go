@@ -195,9 +195,9 @@ func parallel(n int, f func(i int) error) {
 // seconds (LBFED_BENCH_APISERVER_PROFILE: the API server's of the same seconds),
 // LBFED_BENCH_IDLE_CPU_PROFILE one for a CPU profile of the idle window.
 // LBFED_BENCH_RESTART_GOMEMLIMITS lists GOMEMLIMITs for further restarts on the same world, in
-// turn (see restartsByLimit). LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG (memprofilerate=4096: a finer heap
-// profile; gctrace=1 logs each collection's live heap), LBFED_BENCH_CONTROLLER_LOG a path
-// prefix for their logs, kept.
+// turn (see restartsByLimit). LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG
+// (memprofilerate=4096: a finer heap profile; gctrace=1 logs each collection's live heap),
+// LBFED_BENCH_CONTROLLER_LOG a path prefix for their logs, kept.
 //
 // Measured at full size (2 cores, nothing else running), with the group index: from scratch
 // 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it

@@ -111,13 +111,16 @@ type keyScratch struct {
 	names []string
 }
 
+// skipped tells whether k is the key skip names ("" names none: a map may have an empty key).
+func skipped(k, skip string) bool { return skip != "" && k == skip }
+
 // mapKey is m's content without the key skip ("" skips nothing) as one key: its pairs in key
 // order, each string length-prefixed so that the key is unambiguous whatever the strings
 // contain. The key is valid until the next call.
 func (s *keyScratch) mapKey(m map[string]string, skip string) []byte {
 	s.names = s.names[:0]
 	for k := range m {
-		if k != skip || skip == "" {
+		if !skipped(k, skip) {
 			s.names = append(s.names, k)
 		}
 	}
@@ -221,7 +224,7 @@ func (in *recordInterner) stringMapWithout(m map[string]string, skip string) map
 	}
 	shared := make(map[string]string, len(m))
 	for k, v := range m {
-		if k != skip || skip == "" {
+		if !skipped(k, skip) {
 			shared[in.str(k)] = in.str(v)
 		}
 	}

@@ -55,6 +55,12 @@ func decoded(t *testing.T, pod, addr string, params map[string]string) *lbcfv1be
 
 func mapID(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
 
+// groupOwner is the owner reference a group gives its records.
+func groupOwner(group, uid string) []metav1.OwnerReference {
+	yes := true
+	return []metav1.OwnerReference{{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: group, UID: types.UID(uid), Controller: &yes, BlockOwnerDeletion: &yes}}
+}
+
 func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	g := NewWithT(t)
 	transform := recordTransform(t)
@@ -63,11 +69,7 @@ func TestRecordCacheTransformSharesWithoutChanging(t *testing.T) {
 	c := decoded(t, "c", "10.1.0.3:80", map[string]string{"weight": "3", lbcfv1beta1.ParamCluster: "m1"})
 	n := decoded(t, "n", "10.1.0.4:80", nil)
 	// a and b belong to one group and registered in the same second; c to another, later.
-	yes := true
-	owner := func(group, uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: group, UID: types.UID(uid), Controller: &yes, BlockOwnerDeletion: &yes}}
-	}
-	a.OwnerReferences, b.OwnerReferences, c.OwnerReferences = owner("g1", "u1"), owner("g1", "u1"), owner("g2", "u2")
+	a.OwnerReferences, b.OwnerReferences, c.OwnerReferences = groupOwner("g1", "u1"), groupOwner("g1", "u1"), groupOwner("g2", "u2")
 	at := metav1.NewTime(time.Unix(1764000000, 0).UTC())
 	for _, r := range []*lbcfv1beta1.BackendRecord{a, b, c} {
 		r.Status.Conditions[0].LastTransitionTime = at
@@ -274,8 +276,7 @@ func transformTwice[T client.Object](g Gomega, tf cache.TransformFunc, obj T) T 
 func TestKnownRecordTransformAllocatesNothing(t *testing.T) {
 	transform := recordTransform(t)
 	r := decoded(t, "a", "10.1.0.1:80", map[string]string{"weight": "1", lbcfv1beta1.ParamCluster: "m1"})
-	yes := true
-	r.OwnerReferences = []metav1.OwnerReference{{APIVersion: lbcfv1beta1.APIVersion, Kind: "BackendGroup", Name: "g1", UID: "u1", Controller: &yes, BlockOwnerDeletion: &yes}}
+	r.OwnerReferences = groupOwner("g1", "u1")
 	r.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Unix(1764000000, 0).UTC())
 	// Each run transforms a copy of its own, as a decode gives: own maps, slices and strings.
 	const runs = 50
