@@ -35,7 +35,7 @@ import (
 func (e *env) startStoppableController(mutate ...func(*controller.Options)) (stop func()) {
 	skip := true
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions()})
+		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions(), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	opts := federation.Options{Grace: time.Minute, ResyncPeriod: time.Hour, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

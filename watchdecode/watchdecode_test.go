@@ -153,8 +153,16 @@ func TestDecodersAgree(t *testing.T) {
 		g.Expect(json.Indent(pretty, f, "", "  ")).To(Succeed())
 		pretty.WriteString("\n")
 	}
-	kindLast := strings.NewReplacer(`"object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord",`, `"object":{`,
-		`}}`, `,"kind":"BackendRecord","apiVersion":"lbcf.tkestack.io/v1beta1"}}`).Replace(string(stream))
+	// Each object's kind and apiVersion moved to its end (the event's last "}}").
+	kindLast := &strings.Builder{}
+	for _, f := range frames {
+		first := `"object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord",`
+		if rest, ok := strings.CutSuffix(string(f), "}}"); ok && strings.Contains(rest, first) {
+			f = []byte(strings.Replace(rest, first, `"object":{`, 1) + `,"kind":"BackendRecord","apiVersion":"lbcf.tkestack.io/v1beta1"}}`)
+		}
+		kindLast.Write(f)
+		kindLast.WriteString("\n")
+	}
 	escaped := strings.ReplaceAll(string(stream), `"kind":"BackendRecord"`, `"kind":"Backend\u0052ecord"`)
 	repeated := strings.ReplaceAll(string(stream), `"spec":{`, `"kind":"BackendGroup","spec":{`)
 	// Larger than the frame reader's first buffer (32 kB), with escapes and brackets in strings.
@@ -168,43 +176,65 @@ func TestDecodersAgree(t *testing.T) {
 	cases := []struct {
 		name   string
 		stream string
-		// fast: objects this package decodes itself in the stream
-		fast bool
+		// fast: objects this package decodes itself in the stream; valid: every event decodes
+		fast, valid bool
 	}{
-		{"as the API server sends it", string(stream), true},
-		{"without separators", string(bytes.Join(frames, nil)), true},
-		{"indented", pretty.String(), false},
-		{"kind last", kindLast, false},
-		{"kind escaped", escaped, false},
-		{"kind repeated", repeated, false},
-		{"error event", `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}` + "\n", true},
-		{"unknown kind", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"Nothing","metadata":{"name":"x"}}}`, false},
-		{"invalid object", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord","metadata":{"name":}}}`, false},
-		{"invalid event type", `{"type":"NONSENSE","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord"}}`, false},
-		{"extra field after the object", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord"},"x":{}}`, false},
-		{"cut short", string(stream[:len(stream)/2]), true},
-		{"larger than the read buffer", string(frames[0]) + "\n" + string(bigEvent) + "\n" + string(frames[1]), true},
-		{"not an object", `"ADDED"`, false},
+		{"as the API server sends it", string(stream), true, true},
+		{"without separators", string(bytes.Join(frames, nil)), true, true},
+		{"indented", pretty.String(), false, true},
+		{"kind last", kindLast.String(), false, true},
+		{"kind escaped", escaped, false, true},
+		{"kind repeated", repeated, false, true},
+		{"error event", `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}` + "\n", true, false},
+		{"unknown kind", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"Nothing","metadata":{"name":"x"}}}`, false, false},
+		{"invalid object", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord","metadata":{"name":}}}`, false, false},
+		{"invalid event type", `{"type":"NONSENSE","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord"}}`, false, false},
+		{"extra field after the object", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord"},"x":{}}`, false, false},
+		{"cut short", string(stream[:len(stream)/2]), true, false},
+		{"larger than the read buffer", string(frames[0]) + "\n" + string(bigEvent) + "\n" + string(frames[1]), true, true},
+		{"not an object", `"ADDED"`, false, false},
+		// Managed fields as NewCacheWithoutManagedFields' decoders find them, or not.
+		{"managed fields alone in metadata", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord","metadata":{"managedFields":[{"manager":"m"}]}}}`, true, true},
+		{"managed fields last", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord","metadata":{"name":"x","managedFields":[{"manager":"m"}]},"spec":{"lbName":"lb"}}}`, true, true},
+		{"managed fields before a trailing comma", `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord","metadata":{"managedFields":[],}}}`, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			want := decodeAll(t, standard(), strings.NewReader(tc.stream))
+			if tc.valid {
+				g.Expect(want[len(want)-1].err).NotTo(HaveOccurred(), "a stream of valid events")
+			}
 			before := decoded.Load()
-			got := decodeAll(t, newNegotiator(scheme), strings.NewReader(tc.stream))
+			got := decodeAll(t, newNegotiator(scheme, false), strings.NewReader(tc.stream))
 			if tc.fast {
 				g.Expect(decoded.Load()).To(BeNumerically(">", before), "decoded by this package")
 			}
 			// Read a byte at a time: objects span reads, and frames longer than the
 			// streaming decoder's first buffer (1 kB) come in parts.
-			oneByte := decodeAll(t, newNegotiator(scheme), iotest.OneByteReader(strings.NewReader(tc.stream)))
-			for _, g2 := range [][]event{got, oneByte} {
-				g.Expect(g2).To(HaveLen(len(want)))
-				for i := range want {
-					g.Expect(g2[i].typ).To(Equal(want[i].typ), "event %d", i)
-					g.Expect(g2[i].err != nil).To(Equal(want[i].err != nil), "event %d: %v / %v", i, g2[i].err, want[i].err)
-					g.Expect(equality.Semantic.DeepEqual(g2[i].obj, want[i].obj)).To(BeTrue(), "event %d: %#v\n%#v", i, g2[i].obj, want[i].obj)
+			oneByte := decodeAll(t, newNegotiator(scheme, false), iotest.OneByteReader(strings.NewReader(tc.stream)))
+			agree := func(want []event, got ...[]event) {
+				for _, g2 := range got {
+					g.Expect(g2).To(HaveLen(len(want)))
+					for i := range want {
+						g.Expect(g2[i].typ).To(Equal(want[i].typ), "event %d", i)
+						g.Expect(g2[i].err != nil).To(Equal(want[i].err != nil), "event %d: %v / %v", i, g2[i].err, want[i].err)
+						g.Expect(equality.Semantic.DeepEqual(g2[i].obj, want[i].obj)).To(BeTrue(), "event %d: %#v\n%#v", i, g2[i].obj, want[i].obj)
+					}
 				}
+			}
+			agree(want, got, oneByte)
+			// Without managed fields: the same events, every object's managed fields left out.
+			for _, ev := range want {
+				if m, ok := ev.obj.(metav1.Object); ok {
+					m.SetManagedFields(nil)
+				}
+			}
+			before = cut.Load()
+			agree(want, decodeAll(t, newNegotiator(scheme, true), strings.NewReader(tc.stream)),
+				decodeAll(t, newNegotiator(scheme, true), iotest.OneByteReader(strings.NewReader(tc.stream))))
+			if tc.fast && strings.Contains(tc.stream, `"managedFields":[`) {
+				g.Expect(cut.Load()).To(BeNumerically(">", before), "managed fields cut before the decode")
 			}
 		})
 	}
@@ -222,7 +252,7 @@ func newRecord(ns string, i int) *lbcfv1beta1.BackendRecord {
 
 // BenchmarkWatchDecode: a watch stream of 1,000 BackendRecords as the test API server sends them
 // (each with its managed fields, ≈ 2 kB), read through client-go's JSON stream decoders and
-// through this package's.
+// through this package's, with and without the managed fields.
 //
 //	go test ./watchdecode -run XXX -bench WatchDecode
 func BenchmarkWatchDecode(b *testing.B) {
@@ -243,7 +273,7 @@ func BenchmarkWatchDecode(b *testing.B) {
 	for _, n := range []struct {
 		name string
 		n    runtime.NegotiatedSerializer
-	}{{"client-go", standard()}, {"watchdecode", newNegotiator(scheme)}} {
+	}{{"client-go", standard()}, {"watchdecode", newNegotiator(scheme, false)}, {"without-managed-fields", newNegotiator(scheme, true)}} {
 		b.Run(n.name, func(b *testing.B) {
 			b.SetBytes(int64(stream.Len()))
 			b.ReportAllocs()
@@ -272,13 +302,13 @@ func TestCacheWatchesThroughDecoders(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		g.Expect(c.Create(ctx, newRecord(ns, i))).To(Succeed())
 	}
-	newCache := func(ctx context.Context, opts cache.Options) cache.Cache {
+	newCache := func(ctx context.Context, opts cache.Options, newCache ...cache.NewCacheFunc) cache.Cache {
 		hc, err := rest.HTTPClientFor(cfg)
 		g.Expect(err).NotTo(HaveOccurred())
 		mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
 		g.Expect(err).NotTo(HaveOccurred())
 		opts.Scheme, opts.Mapper, opts.HTTPClient = scheme, mapper, hc
-		ca, err := NewCache(cfg, opts)
+		ca, err := append(newCache, NewCache)[0](cfg, opts)
 		g.Expect(err).NotTo(HaveOccurred())
 		go func() { _ = ca.Start(ctx) }()
 		return ca
@@ -322,6 +352,17 @@ func TestCacheWatchesThroughDecoders(t *testing.T) {
 	some := newCache(ctx, cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}})
 	g.Eventually(cached(some), 30*time.Second).Should(Equal(direct()))
 	g.Expect(decoded.Load()).To(Equal(before), "a cache of some namespaces is the standard one")
+
+	// Without managed fields: the same objects, their managed fields left out before the decode.
+	before = cut.Load()
+	without := newCache(ctx, cache.Options{}, NewCacheWithoutManagedFields)
+	stripped := direct()
+	for i := range stripped {
+		g.Expect(stripped[i].ManagedFields).NotTo(BeEmpty())
+		stripped[i].ManagedFields = nil
+	}
+	g.Eventually(cached(without), 30*time.Second).Should(Equal(stripped))
+	g.Expect(cut.Load() - before).To(BeNumerically(">=", 6))
 }
 
 func versions(items []lbcfv1beta1.BackendRecord) (out []string) {
@@ -329,4 +370,59 @@ func versions(items []lbcfv1beta1.BackendRecord) (out []string) {
 		out = append(out, br.Name+"@"+br.ResourceVersion)
 	}
 	return out
+}
+
+// TestManagedFieldsLeftOutUnread: the one way the decoders without managed fields differ from
+// client-go's. Managed fields left out are framed, not decoded, so a value of the wrong type or
+// invalid within its brackets is no error (the API server validates them on every write and
+// never sends one); the rest of the object is decoded and validated as before.
+func TestManagedFieldsLeftOutUnread(t *testing.T) {
+	for _, value := range []string{`"none"`, `[{"manager":}]`, `[{"time":"not a time"}]`} {
+		g := NewWithT(t)
+		stream := `{"type":"ADDED","object":{"apiVersion":"lbcf.tkestack.io/v1beta1","kind":"BackendRecord","metadata":{"managedFields":` + value + `,"name":"x"}}}`
+		g.Expect(decodeAll(t, standard(), strings.NewReader(stream))[0].err).To(HaveOccurred(), value)
+		got := decodeAll(t, newNegotiator(scheme, true), strings.NewReader(stream))
+		g.Expect(got).To(HaveLen(1))
+		g.Expect(got[0].err).NotTo(HaveOccurred(), value)
+		g.Expect(got[0].obj.(*lbcfv1beta1.BackendRecord).Name).To(Equal("x"))
+	}
+}
+
+// TestManagedFieldsSpan: metadata.managedFields are cut, with one comma, from objects written as
+// the API server writes them, and only there.
+func TestManagedFieldsSpan(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     string // "" when nothing is cut
+	}{
+		{"between members", `{"kind":"K","metadata":{"labels":{"a":"{[\"}"},"managedFields":[{"f":{"x":{}}}],"name":"n"},"spec":{}}`,
+			`{"kind":"K","metadata":{"labels":{"a":"{[\"}"},"name":"n"},"spec":{}}`},
+		{"first", `{"metadata":{"managedFields":[],"name":"n"}}`, `{"metadata":{"name":"n"}}`},
+		{"last", `{"metadata":{"generation":2,"managedFields":null}}`, `{"metadata":{"generation":2}}`},
+		{"alone", `{"metadata":{"managedFields":[{}]},"spec":1}`, `{"metadata":{},"spec":1}`},
+		{"after spec", `{"spec":{"managedFields":[]},"metadata":{"managedFields":[]}}`, `{"spec":{"managedFields":[]},"metadata":{}}`},
+		{"only in spec", `{"metadata":{"name":"n"},"spec":{"managedFields":[]}}`, ""},
+		{"no metadata", `{"kind":"K"}`, ""},
+		{"metadata not an object", `{"metadata":[{"managedFields":[]}]}`, ""},
+		{"spaces", `{"metadata": {"managedFields":[]}}`, ""},
+		{"escaped key", `{"metadata":{"managed\u0046ields":[]}}`, ""},
+		{"unbalanced value", `{"metadata":{"managedFields":[{]}`, ""},
+		{"value only framed", `{"metadata":{"managedFields":[{"a"}]}}`, `{"metadata":{}}`},
+		{"trailing comma", `{"metadata":{"managedFields":[],}}`, ""},
+		{"cut short", `{"metadata":{"managedFields":[]`, ""},
+		{"empty", ``, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if from, to, ok := managedFieldsSpan([]byte(tc.in)); ok {
+				got = tc.in[:from] + tc.in[to:]
+				if !json.Valid([]byte(got)) {
+					t.Errorf("cut to invalid JSON %s", got)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("cut %s\n to %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
 }

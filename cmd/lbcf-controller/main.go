@@ -142,7 +142,7 @@ func run(ctx context.Context, f flags) error {
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: f.webhookHost, Port: f.webhookPort, CertDir: certDir, CertName: certName, KeyName: keyName,
 		}),
-		Cache: controller.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions(),
+		Cache: controller.CacheOptions(), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

@@ -105,7 +105,7 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
 		Cache:                         federation.CacheOptions(),
-		NewCache:                      watchdecode.NewCache,
+		NewCache:                      watchdecode.NewCacheWithoutManagedFields,
 		Client:                        controller.ClientOptions(),
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func (c *mciComponent) runnables(ctx context.Context, log logr.Logger) ([]runnab
 		RenewDeadline:                 &c.renewDeadline,
 		RetryPeriod:                   &c.retryPeriod,
 		Cache:                         frontdoor.CacheOptions(),
-		NewCache:                      watchdecode.NewCache,
+		NewCache:                      watchdecode.NewCacheWithoutManagedFields,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

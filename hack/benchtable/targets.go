@@ -56,6 +56,7 @@ var targets = []target{
 	{Pkg: "elb/bfe", Bench: "BenchmarkGenerateValidate/*", Unit: "ns/op", BaselineBench: "BenchmarkGenerateValidate/baseline-marshal-model"},
 	{Pkg: "lbcf/driver", Bench: "BenchmarkServerCall/*", Unit: "ns/op", BaselineBench: "BenchmarkServerCall/http"},
 	{Pkg: "watchdecode", Bench: "BenchmarkWatchDecode/watchdecode", Unit: "us/event", BaselineBench: "BenchmarkWatchDecode/client-go"},
+	{Pkg: "watchdecode", Bench: "BenchmarkWatchDecode/without-managed-fields", Unit: "us/event", BaselineBench: "BenchmarkWatchDecode/watchdecode"},
 }
 
 // find returns the first target a figure matches.

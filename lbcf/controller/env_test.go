@@ -103,7 +103,7 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
 		// As cmd/lbcf-controller caches.
-		Cache: controller.CacheOptions(), NewCache: watchdecode.NewCache, Client: controller.ClientOptions(),
+		Cache: controller.CacheOptions(), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions(),
 	})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if opts.Invoker == nil {
