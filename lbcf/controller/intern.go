@@ -69,7 +69,9 @@ func (t *internTable[V]) put(k string, v V) {
 // names and condition strings; decoded separately, those copies were most of the controller's
 // live heap (30,000 records: see BenchmarkControllerRSS in package federation). Sharing is safe
 // because cached objects are read-only: Get and List hand out deep copies, and the callers that
-// read with UnsafeDisableDeepCopy (lists, the owner check) only read.
+// read with UnsafeDisableDeepCopy (lists, the owner check, the record reconciler until it copies
+// the record to change it) only read; the engine's test suite checks its cached records
+// unchanged at the end of every test (unchangedRecords).
 type recordInterner struct {
 	mu      sync.Mutex
 	scratch keyScratch
