@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/federation"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
@@ -35,7 +36,7 @@ import (
 func (e *env) startStoppableController(mutate ...func(*controller.Options)) (stop func()) {
 	skip := true
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: federation.CacheOptions(), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
+		Controller: config.Controller{SkipNameValidation: &skip}, Cache: testenv.UnchangedCache(e.t, federation.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	opts := federation.Options{Grace: time.Minute, ResyncPeriod: time.Hour, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

@@ -117,7 +117,7 @@ func (e *env) startController(grace time.Duration) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
 		// As cmd/lbfed-controller caches.
-		Cache: federation.CacheOptions(), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
+		Cache: testenv.UnchangedCache(t, federation.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.reg = prometheus.NewRegistry()
 	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg), Options: controller.Options{

@@ -109,7 +109,7 @@ func startLBCF(t *testing.T, g Gomega, ctx context.Context) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller:    config.Controller{SkipNameValidation: &skip},
-		Cache:         controller.CacheOptions(),
+		Cache:         testenv.UnchangedCache(t, controller.CacheOptions()),
 		Client:        controller.ClientOptions(),
 		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
 	})

@@ -106,7 +106,7 @@ func newEnv(t *testing.T) *env {
 	e.ns = e.namespace()
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: frontdoor.CacheOptions()})
+		Controller: config.Controller{SkipNameValidation: &skip}, Cache: testenv.UnchangedCache(t, frontdoor.CacheOptions())})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	_, err = mci.Setup(mgr, mci.Options{Driver: driver, Address: address, Recorder: mgr.GetEventRecorder("lbfed-mci-test"), RetryAfter: 200 * time.Millisecond})
 	e.g.Expect(err).NotTo(HaveOccurred())

@@ -154,7 +154,7 @@ func TestStaleRecordIsNotActedOnTwice(t *testing.T) {
 			g.Expect(c.Create(ctx, br)).To(Succeed())
 
 			// The reconciler reads through a cache with the engine's indexes, as in the controller.
-			mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: CacheOptions()})
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: testenv.UnchangedCache(t, CacheOptions())})
 			g.Expect(err).NotTo(HaveOccurred())
 			mctx, cancel := context.WithCancel(ctx)
 			g.Expect(SetupIndexes(mctx, mgr)).To(Succeed())

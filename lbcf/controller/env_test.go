@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -56,42 +53,6 @@ func fastOptions() controller.Options {
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
 		DefaultDriverRetryDelay: 500 * time.Millisecond, HealthzPeriod: 500 * time.Millisecond,
 	}
-}
-
-// unchangedRecords keeps every BackendRecord the cache of opts takes in, with a copy of it as it
-// was then, and fails t if any of them changed by the time t ends (after its managers stopped):
-// the record reconciler reads cached records in place, and a change there would be a change of
-// the cache (and of the maps records share through the interner), not of a copy.
-func unchangedRecords(t testing.TB, opts cache.Options) cache.Options {
-	var mu sync.Mutex
-	type kept struct{ obj, was *lbcfv1beta1.BackendRecord }
-	var all []kept
-	for obj, bo := range opts.ByObject {
-		if _, ok := obj.(*lbcfv1beta1.BackendRecord); !ok {
-			continue
-		}
-		transform := bo.Transform
-		bo.Transform = func(o any) (any, error) {
-			out, err := transform(o)
-			if br, ok := out.(*lbcfv1beta1.BackendRecord); ok && err == nil {
-				mu.Lock()
-				all = append(all, kept{br, br.DeepCopy()})
-				mu.Unlock()
-			}
-			return out, err
-		}
-		opts.ByObject[obj] = bo
-	}
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, k := range all {
-			if !equality.Semantic.DeepEqual(k.obj, k.was) {
-				t.Errorf("cached record %s/%s@%s changed in the cache:\nwas %+v\nnow %+v", k.was.Namespace, k.was.Name, k.was.ResourceVersion, k.was, k.obj)
-			}
-		}
-	})
-	return opts
 }
 
 // env is one test's world: a namespace, a memdriver behind an HTTP server and a client.
@@ -141,8 +102,8 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip},
-		// As cmd/lbcf-controller caches, whose records are checked unchanged when the test ends.
-		Cache: unchangedRecords(e.t, controller.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions(),
+		// As cmd/lbcf-controller caches; every cached object is checked unchanged when the test ends.
+		Cache: testenv.UnchangedCache(e.t, controller.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions(),
 	})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if opts.Invoker == nil {

@@ -70,8 +70,8 @@ func (t *internTable[V]) put(k string, v V) {
 // live heap (30,000 records: see BenchmarkControllerRSS in package federation). Sharing is safe
 // because cached objects are read-only: Get and List hand out deep copies, and the callers that
 // read with UnsafeDisableDeepCopy (lists, the owner check, the record reconciler until it copies
-// the record to change it) only read; the engine's test suite checks its cached records
-// unchanged at the end of every test (unchangedRecords).
+// the record to change it) only read; the test suites check every cached object unchanged at the
+// end of every test (testenv.UnchangedCache).
 type recordInterner struct {
 	mu      sync.Mutex
 	scratch keyScratch
