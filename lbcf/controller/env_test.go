@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,15 +89,15 @@ func newEnv(t testing.TB) *env {
 	return e
 }
 
-// start runs the standalone controller until the test ends.
-func (e *env) start(opts controller.Options) {
+// start runs the standalone controller until the test ends, or until stop is called.
+func (e *env) start(opts controller.Options) (stop func()) {
 	e.t.Helper()
-	e.startMode(opts, func(ctx context.Context, mgr ctrl.Manager, o controller.Options) error {
+	return e.startMode(opts, func(ctx context.Context, mgr ctrl.Manager, o controller.Options) error {
 		return controller.SetupStandalone(ctx, mgr, o, time.Minute)
 	})
 }
 
-func (e *env) startMode(opts controller.Options, setup func(context.Context, ctrl.Manager, controller.Options) error) {
+func (e *env) startMode(opts controller.Options, setup func(context.Context, ctrl.Manager, controller.Options) error) (stop func()) {
 	e.t.Helper()
 	skip := true
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
@@ -116,17 +117,22 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 	e.g.Expect(setup(ctx, mgr, opts)).To(Succeed())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				e.t.Errorf("manager: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					e.t.Errorf("manager: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				e.t.Error("manager did not stop")
 			}
-		case <-time.After(30 * time.Second):
-			e.t.Error("manager did not stop")
-		}
-	})
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
 }
 
 func (e *env) driverObj(name string, mutate ...func(*lbcfv1beta1.LoadBalancerDriver)) *lbcfv1beta1.LoadBalancerDriver {
