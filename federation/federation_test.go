@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,8 +111,9 @@ func newEnvWithoutController(t testing.TB) *env {
 	return e
 }
 
-// startController runs the federation controller in-process until the test ends.
-func (e *env) startController(grace time.Duration) {
+// startController runs the federation controller in-process until the test ends, or until stop
+// is called.
+func (e *env) startController(grace time.Duration) (stop func()) {
 	t, ctx, cfg := e.t, e.ctx, e.cfg
 	skip := true
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
@@ -135,7 +137,10 @@ func (e *env) startController(grace time.Duration) {
 	done := make(chan error, 1)
 	mctx, mcancel := context.WithCancel(ctx)
 	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() { mcancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { mcancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // world creates the driver, a LoadBalancer, a BackendGroup template and its binding to the

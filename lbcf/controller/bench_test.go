@@ -7,14 +7,11 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
@@ -69,7 +66,7 @@ import (
 // floor on this machine.
 //
 // The floor is measured beside the figure in the same run since 2026-11-29: the controller is
-// stopped and its 5,000 records are written again by a bare client (replayRecordWrites: each
+// stopped and its 5,000 records are written again by a bare client (testenv.Replay: each
 // created as stored, then its status written, 64 at a time, one informer following them) —
 // s-bare-writes, bare-cp-cpu-ms/backend, and x-bare-writes the controller's time over it
 // (LBFED_BENCH_BARE_IN_FLIGHT=256 … for another concurrency). That day (the machine's cores
@@ -133,94 +130,20 @@ func BenchmarkRegister5000Pods(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		bare, bareCPU := replayRecordWrites(b, e, e.ns+"-bare", inFlight)
+		recs := &lbcfv1beta1.BackendRecordList{}
+		if err := e.c.List(e.ctx, recs, client.InNamespace(e.ns)); err != nil {
+			b.Fatal(err)
+		}
+		written := make([]client.Object, len(recs.Items))
+		for i := range recs.Items {
+			written[i] = &recs.Items[i]
+		}
+		replay := testenv.Replay{Config: e.cfg, Scheme: scheme, Namespace: e.ns + "-bare", InFlight: inFlight}
+		bare, bareCPU := replay.Run(b, nil, written, nil)
 		b.ReportMetric(bare.Seconds(), "s-bare-writes")
 		b.ReportMetric(float64(bareCPU.Milliseconds())/n, "bare-cp-cpu-ms/backend")
 		b.ReportMetric(elapsed.Seconds()/bare.Seconds(), "x-bare-writes")
 	}
-}
-
-// replayRecordWrites writes the records of e's namespace again, as the controller wrote them —
-// each created (labels, annotations, finalizer, owner, spec) and then its status written — into
-// a new namespace ns by a bare client with e's credentials and rate, inFlight records at a time,
-// while an informer follows them as the controller's cache does. It is what the API server needs
-// for the controller's record writes with no controller at all (no pods watched, no group, no
-// driver calls, no reads): the floor of the figure it is compared with. Returned: the time to
-// all written, and the control plane's CPU over it.
-func replayRecordWrites(b *testing.B, e *env, ns string, inFlight int) (elapsed, cpu time.Duration) {
-	ctx := e.ctx
-	c, err := client.New(e.cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
-	recs := &lbcfv1beta1.BackendRecordList{}
-	if err := c.List(ctx, recs, client.InNamespace(e.ns)); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		b.Fatal(err)
-	}
-	// An informer, as the controller's cache: it lists and watches again when the API server
-	// drops its watch (as it does a watcher that falls behind when the cores are saturated).
-	cctx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	cc, err := cache.New(e.cfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	inf, err := cc.GetInformer(cctx, &lbcfv1beta1.BackendRecord{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	var registered atomic.Int64
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{UpdateFunc: func(_, o any) {
-		if br, ok := o.(*lbcfv1beta1.BackendRecord); ok && br.Status.BackendAddr != "" {
-			registered.Add(1)
-		}
-	}}); err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = cc.Start(cctx) }()
-	if !cc.WaitForCacheSync(cctx) {
-		b.Fatal("the replay's informer did not sync")
-	}
-	start, cpu0 := time.Now(), testenv.ControlPlaneCPU(b)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, inFlight)
-	errs := make(chan error, len(recs.Items))
-	for i := range recs.Items {
-		was := &recs.Items[i]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			br := &lbcfv1beta1.BackendRecord{
-				ObjectMeta: metav1.ObjectMeta{Name: was.Name, Namespace: ns, Labels: was.Labels, Annotations: was.Annotations,
-					Finalizers: was.Finalizers, OwnerReferences: was.OwnerReferences},
-				Spec: was.Spec,
-			}
-			if err := c.Create(ctx, br); err != nil {
-				errs <- err
-				return
-			}
-			br.Status = was.Status
-			if err := c.Status().Update(ctx, br); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed, cpu = time.Since(start), testenv.ControlPlaneCPU(b)-cpu0
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	// Every status write is an update the informer sees, unless a list replaced some.
-	for deadline := time.Now().Add(time.Minute); registered.Load() < int64(len(recs.Items)) && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-	}
-	b.Logf("the replay's informer saw %d of its %d status writes", registered.Load(), len(recs.Items))
-	return elapsed, cpu
 }
 
 func createPods(b *testing.B, e *env, n int) {
