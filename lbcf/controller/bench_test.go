@@ -123,10 +123,10 @@ func BenchmarkRegister5000Pods(b *testing.B) {
 		// The baseline in the same run: the controller's record writes again without the
 		// controller.
 		stopController()
-		inFlight := 64
+		replay := testenv.Replay{Config: e.cfg, Scheme: scheme, Namespace: e.ns + "-bare"}
 		if v := os.Getenv("LBFED_BENCH_BARE_IN_FLIGHT"); v != "" {
 			var err error
-			if inFlight, err = strconv.Atoi(v); err != nil {
+			if replay.InFlight, err = strconv.Atoi(v); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -138,7 +138,6 @@ func BenchmarkRegister5000Pods(b *testing.B) {
 		for i := range recs.Items {
 			written[i] = &recs.Items[i]
 		}
-		replay := testenv.Replay{Config: e.cfg, Scheme: scheme, Namespace: e.ns + "-bare", InFlight: inFlight}
 		bare, bareCPU := replay.Run(b, nil, written, nil)
 		b.ReportMetric(bare.Seconds(), "s-bare-writes")
 		b.ReportMetric(float64(bareCPU.Milliseconds())/n, "bare-cp-cpu-ms/backend")

@@ -26,7 +26,7 @@ func UnchangedCache(t testing.TB, opts cache.Options) cache.Options {
 	if _, ok := t.(*testing.B); ok {
 		return opts
 	}
-	k := &keptObjects{}
+	k := &keptObjects{kept: map[runtime.Object]runtime.Object{}}
 	byObject := make(map[client.Object]cache.ByObject, len(opts.ByObject))
 	for obj, bo := range opts.ByObject {
 		if bo.Transform == nil {
@@ -45,14 +45,12 @@ func UnchangedCache(t testing.TB, opts cache.Options) cache.Options {
 	return opts
 }
 
-// keptObjects are the objects a cache took in, each with a copy as it went in.
+// keptObjects are the objects a cache took in, each with a copy as it went in (an object
+// transformed again is kept once).
 type keptObjects struct {
 	mu   sync.Mutex
-	all  []keptObject
-	seen map[runtime.Object]bool // an object transformed again is kept once
+	kept map[runtime.Object]runtime.Object
 }
-
-type keptObject struct{ obj, was runtime.Object }
 
 // keep wraps transform (nil: none) to keep every object it returns.
 func (k *keptObjects) keep(transform func(any) (any, error)) func(any) (any, error) {
@@ -66,12 +64,8 @@ func (k *keptObjects) keep(transform func(any) (any, error)) func(any) (any, err
 		}
 		if obj, ok := out.(runtime.Object); ok {
 			k.mu.Lock()
-			if !k.seen[obj] {
-				if k.seen == nil {
-					k.seen = map[runtime.Object]bool{}
-				}
-				k.seen[obj] = true
-				k.all = append(k.all, keptObject{obj, obj.DeepCopyObject()})
+			if _, ok := k.kept[obj]; !ok {
+				k.kept[obj] = obj.DeepCopyObject()
 			}
 			k.mu.Unlock()
 		}
@@ -84,15 +78,15 @@ func (k *keptObjects) changed() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out []string
-	for _, o := range k.all {
-		if equality.Semantic.DeepEqual(o.obj, o.was) {
+	for obj, was := range k.kept {
+		if equality.Semantic.DeepEqual(obj, was) {
 			continue
 		}
-		name := fmt.Sprintf("%T", o.obj)
-		if m, err := meta.Accessor(o.was); err == nil {
+		name := fmt.Sprintf("%T", obj)
+		if m, err := meta.Accessor(was); err == nil {
 			name = fmt.Sprintf("%s %s/%s@%s", name, m.GetNamespace(), m.GetName(), m.GetResourceVersion())
 		}
-		out = append(out, fmt.Sprintf("cached %s changed in the cache:\nwas %+v\nnow %+v", name, o.was, o.obj))
+		out = append(out, fmt.Sprintf("cached %s changed in the cache:\nwas %+v\nnow %+v", name, was, obj))
 	}
 	return out
 }
