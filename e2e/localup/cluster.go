@@ -119,17 +119,19 @@ type Cluster struct {
 	log        logr.Logger
 	timeout    time.Duration
 	apiserver  *Process
-	network    *podNetwork
-	ns         *netNamespace // nil unless ClusterOptions.NetNS
-	pull       bool          // a topology member joined in Pull mode (karmada-agent)
-	addr       string        // where the cluster's endpoints listen: 127.0.0.1, or ns.adminAddr
-	peerHost   string        // the apiserver URL over the peer link (= host without NetNS)
-	peerConfig string        // kubeconfig for peerHost
-	ownsRun    bool          // plain cluster: Stop stops every process of the run
-	tempDir    bool
-	keepDir    bool
-	responder  *podresponder.Responder
-	httpClient *http.Client
+	// apiserverSpec starts the apiserver again with the same flags (RestartAPIServer).
+	apiserverSpec ProcessSpec
+	network       *podNetwork
+	ns            *netNamespace // nil unless ClusterOptions.NetNS
+	pull          bool          // a topology member joined in Pull mode (karmada-agent)
+	addr          string        // where the cluster's endpoints listen: 127.0.0.1, or ns.adminAddr
+	peerHost      string        // the apiserver URL over the peer link (= host without NetNS)
+	peerConfig    string        // kubeconfig for peerHost
+	ownsRun       bool          // plain cluster: Stop stops every process of the run
+	tempDir       bool
+	keepDir       bool
+	responder     *podresponder.Responder
+	httpClient    *http.Client
 }
 
 // StartCluster starts etcd and kube-apiserver (plus what opts asks for) on free loopback ports and
@@ -425,11 +427,29 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcd *etcdServer, extra []
 		"--cert-dir=" + filepath.Join(c.dir, c.name+"-apiserver-certs"),
 	}
 	args = append(args, extra...)
-	c.apiserver, err = c.sup.start(ProcessSpec{Name: c.name + "-apiserver", Path: c.bins.Path(binaries.KubeAPIServer), Args: args, Tier: TierAPIServer, NetNS: c.netns()})
+	c.apiserverSpec = ProcessSpec{Name: c.name + "-apiserver", Path: c.bins.Path(binaries.KubeAPIServer), Args: args, Tier: TierAPIServer, NetNS: c.netns()}
+	c.apiserver, err = c.sup.start(c.apiserverSpec)
 	if err != nil {
 		return err
 	}
 	return waitFor(ctx, c.timeout, c.name+"-apiserver /readyz", []*Process{c.apiserver}, httpOK(c.httpClient, c.host+"/readyz"))
+}
+
+// RestartAPIServer stops the cluster's kube-apiserver as a rollout does (SIGTERM, SIGKILL after
+// the supervisor's timeout) and starts it again with the same flags, port and etcd, then waits
+// for its /readyz. Its clients see every watch end; the new server's watch caches start at
+// etcd's current revision, so an informer whose last revision is older lists again. The
+// stopped process stays in Processes, exited (its CPU time no longer counted).
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	if errs := c.sup.stopGroup([]*Process{c.apiserver}); len(errs) > 0 {
+		return fmt.Errorf("restart %s: %w", c.apiserverSpec.Name, errors.Join(errs...))
+	}
+	p, err := c.sup.start(c.apiserverSpec)
+	if err != nil {
+		return fmt.Errorf("restart %s: %w", c.apiserverSpec.Name, err)
+	}
+	c.apiserver = p
+	return waitFor(ctx, c.timeout, c.name+"-apiserver /readyz", []*Process{p}, httpOK(c.httpClient, c.host+"/readyz"))
 }
 
 // component is a started controller with the port its /healthz is served on.
