@@ -20,6 +20,7 @@ import (
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
 )
 
 // controllerProcess is lbfed-controller (federation only) run as a process, so that its memory
@@ -55,6 +57,9 @@ func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) 
 	// Karmada kinds they watch (testdata/karmada-crds.yaml).
 	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
 		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0", "--federation-profiling")
+	// Extra flags for an experiment, e.g. -vmodule=reflector=4 to log the informers' lists and
+	// watch ends.
+	p.cmd.Args = append(p.cmd.Args, strings.Fields(os.Getenv("LBFED_BENCH_CONTROLLER_ARGS"))...)
 	logPath := filepath.Join(tb.TempDir(), "lbfed-controller.log")
 	if prefix := os.Getenv("LBFED_BENCH_CONTROLLER_LOG"); prefix != "" {
 		controllerLogs++
@@ -197,7 +202,8 @@ func parallel(n int, f func(i int) error) {
 // LBFED_BENCH_RESTART_GOMEMLIMITS lists GOMEMLIMITs for further restarts on the same world, in
 // turn (see restartsByLimit). LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG
 // (memprofilerate=4096: a finer heap profile; gctrace=1 logs each collection's live heap),
-// LBFED_BENCH_CONTROLLER_LOG a path prefix for their logs, kept.
+// LBFED_BENCH_CONTROLLER_LOG a path prefix for their logs, kept, LBFED_BENCH_CONTROLLER_ARGS
+// more flags for them.
 //
 // Measured at full size (2 cores, nothing else running), with the group index: from scratch
 // 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it
@@ -328,13 +334,7 @@ func BenchmarkRestartResync(b *testing.B) {
 			idle += after[i] - before[i]
 		}
 		b.ReportMetric(idle, "reconciles-idle")
-		mutations := 0
-		for _, c := range e.drv.Calls() {
-			if c.Webhook != driver.Healthz && c.Webhook != driver.ValidateLoadBalancer && c.Webhook != driver.ValidateBackend {
-				mutations++
-			}
-		}
-		b.ReportMetric(float64(mutations), "driver-calls")
+		b.ReportMetric(float64(mutatingCalls(e.drv.Calls())), "driver-calls")
 		b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
 		// The live heap: what the heap holds right after a collection (the profile's gc=1).
 		path := os.Getenv("LBFED_BENCH_HEAP_PROFILE")
@@ -343,12 +343,80 @@ func BenchmarkRestartResync(b *testing.B) {
 		}
 		p.saveHeapProfile(b, path)
 		b.ReportMetric(p.metric("go_memstats_heap_alloc_bytes", "")/1e6, "MB-live-heap")
+		apiServerRollout(b, e, p, groups)
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 	}
 	if limits := os.Getenv("LBFED_BENCH_RESTART_GOMEMLIMITS"); limits != "" {
 		restartsByLimit(b, e, bin, kc, strings.Split(limits, ","), lbs, groups, records)
 	}
+}
+
+// apiServerRollout restarts the API server under the resynced controller p, as a control-plane
+// rollout does: every watch ends, and the new server's watch caches begin at etcd's current
+// revision, so each informer lists its kind again ("too old resource version") while it still
+// holds its store. Reported: the controller's peak RSS from the restart on
+// (MiB-peak-RSS-rollout: the relist beside the cache it holds), its mutating driver calls
+// meanwhile (driver-calls-rollout: nothing changed, none expected), and the time from the new
+// server's readiness until it has answered the controller's list of every kind it caches and
+// the controller has reconciled each group again with nothing left queued (s-to-relisted).
+// LBFED_BENCH_ROLLOUT=0 leaves it out.
+func apiServerRollout(b *testing.B, e *env, p *controllerProcess, groups int) {
+	if os.Getenv("LBFED_BENCH_ROLLOUT") == "0" {
+		return
+	}
+	groups0 := p.metric("key_process_latency_count", `crd="BackendGroup"`)
+	calls := mutatingCalls(e.drv.Calls())
+	// Resets the process's VmHWM to its current RSS (proc(5), clear_refs).
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.cmd.Process.Pid), []byte("5"), 0); err != nil {
+		b.Fatal("reset the controller's peak RSS: ", err)
+	}
+	if err := testenv.Cluster(b).RestartAPIServer(e.ctx); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now() // the new server ready: its stop took the supervisor's timeout at most
+	cs := kubernetes.NewForConfigOrDie(e.cfg)
+	// The new server has sent a whole list of resource: a watch list's initial events (client-go's
+	// default since 1.35) or a LIST.
+	listed := func(resource string) bool {
+		raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(e.ctx)
+		if err != nil {
+			return false
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if !strings.Contains(line, `resource="`+resource+`"`) {
+				continue
+			}
+			if strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{") && !strings.HasSuffix(line, " 0") ||
+				strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `verb="LIST"`) && strings.Contains(line, `code="200"`) {
+				return true
+			}
+		}
+		return false
+	}
+	e.g.Eventually(func() bool {
+		for _, r := range []string{"backendrecords", "backendgroups", "loadbalancers", "resourcebindings"} {
+			if !listed(r) {
+				return false
+			}
+		}
+		return p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups0+float64(groups) &&
+			p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
+	}, 15*time.Minute, time.Second).Should(BeTrue(), "the controller lists again and reconciles its groups")
+	b.ReportMetric(time.Since(start).Seconds(), "s-to-relisted")
+	b.ReportMetric(p.peakRSS(), "MiB-peak-RSS-rollout")
+	b.ReportMetric(float64(mutatingCalls(e.drv.Calls())-calls), "driver-calls-rollout")
+}
+
+// mutatingCalls counts the driver calls that can change a load balancer.
+func mutatingCalls(calls []memdriver.Call) int {
+	n := 0
+	for _, c := range calls {
+		if c.Webhook != driver.Healthz && c.Webhook != driver.ValidateLoadBalancer && c.Webhook != driver.ValidateBackend {
+			n++
+		}
+	}
+	return n
 }
 
 // restartsByLimit restarts the controller once per entry of limits, in the order given, on the
@@ -474,6 +542,10 @@ func (e *env) registeredBackends() int {
 // GOMEMLIMIT=200MiB 243.7 MiB and 403 s (0.53× the RSS, 0.95× the time) — the chart's advice
 // (256Mi with goMemLimit 200MiB) holds; the time is the API server's (two writes per record at
 // its ≈ 7 ms of control-plane CPU per record on this machine, see BenchmarkRegister5000Pods).
+// Its floor is measured in the same run: the controller stopped, its records are written again
+// by a bare client (testenv.Replay, as BenchmarkRegister5000Pods does), reported as
+// s-bare-writes and bare-cp-cpu-ms/record beside the controller's s-to-registered and
+// cp-cpu-ms/record.
 // LBFED_BENCH_RSS_PODS sets the pods per group and member (default 500) for a quicker run.
 func BenchmarkControllerRSS(b *testing.B) {
 	groups, perCluster := 20, 500 // 20 groups × 500 pods × 3 members = 30,000 records
@@ -491,7 +563,7 @@ func BenchmarkControllerRSS(b *testing.B) {
 				bin := buildLbfedController(b)
 				kc := testenv.Cluster(b).KubeconfigPath()
 				e.scaleWorld(b, groups, groups, perCluster, "m1", "m2", "m3")
-				start := time.Now()
+				start, cp0 := time.Now(), testenv.ControlPlaneCPU(b)
 				var env []string
 				if v.env != "" {
 					env = append(env, v.env)
@@ -503,14 +575,36 @@ func BenchmarkControllerRSS(b *testing.B) {
 					p.saveHeapProfile(b, path+".mid")
 				}
 				e.g.Eventually(e.registeredBackends, 60*time.Minute, 5*time.Second).Should(Equal(groups * perCluster * 3))
-				b.ReportMetric(time.Since(start).Seconds(), "s-to-registered")
+				elapsed := time.Since(start)
+				records := float64(groups * perCluster * 3)
+				b.ReportMetric(elapsed.Seconds(), "s-to-registered")
+				b.ReportMetric(float64((testenv.ControlPlaneCPU(b)-cp0).Milliseconds())/records, "cp-cpu-ms/record")
 				b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
 				if path := os.Getenv("LBFED_BENCH_HEAP_PROFILE"); path != "" {
 					p.saveHeapProfile(b, path)
 				}
+				// The floor in the same run: the controller stopped, its records written again
+				// by a bare client (see testenv.Replay).
+				_ = p.cmd.Process.Kill()
+				_ = p.cmd.Wait()
+				bare, bareCPU := e.replayRecords(b)
+				b.ReportMetric(bare.Seconds(), "s-bare-writes")
+				b.ReportMetric(float64(bareCPU.Milliseconds())/records, "bare-cp-cpu-ms/record")
+				b.ReportMetric(elapsed.Seconds()/bare.Seconds(), "x-bare-writes")
 			}
 		})
 	}
+}
+
+// replayRecords writes e's records again with a bare client into a namespace of its own, as
+// the controller wrote them (testenv.Replay), and returns the time and the control plane's CPU
+// it took: the API server's floor for registering them.
+func (e *env) replayRecords(tb testing.TB) (elapsed, cpu time.Duration) {
+	var written []client.Object
+	for _, br := range e.records(tb) {
+		written = append(written, br)
+	}
+	return testenv.Replay{Config: e.cfg, Scheme: scheme, Namespace: e.ns + "-bare"}.Run(tb, nil, written, nil)
 }
 
 // saveHeapProfile fetches the process's heap profile (for go tool pprof).

@@ -30,13 +30,20 @@ var targets = []target{
 	{Pkg: "federation", Bench: "BenchmarkFederatedBackendChanges", Unit: "cp-cpu-ms/change", BaselineUnit: "bare-cp-cpu-ms/change"},
 	// The same record writes replayed by a bare client in the same run (testenv.Replay).
 	{Pkg: "federation", Bench: "BenchmarkFederatedBackendChanges", Unit: "s-bare-writes", Op: "<", Value: 5},
-	{Pkg: "federation", Bench: "BenchmarkControllerRSS/default-GC", Unit: "s-to-registered", Op: "<", Value: 120},
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/default-GC", Unit: "s-to-registered", Op: "<", Value: 120, BaselineUnit: "s-bare-writes"},
+	// The same 30,000 records written by a bare client in the same run (testenv.Replay).
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/*", Unit: "s-bare-writes", Op: "<", Value: 120},
+	{Pkg: "federation", Bench: "BenchmarkControllerRSS/*", Unit: "cp-cpu-ms/record", BaselineUnit: "bare-cp-cpu-ms/record"},
 	{Pkg: "federation", Bench: "BenchmarkControllerRSS/default-GC", Unit: "MiB-peak-RSS", Op: "<", Value: 256},
 	{Pkg: "federation", Bench: "BenchmarkControllerRSS/GOMEMLIMIT-*", Unit: "s-to-registered", Op: "<", Value: 120, BaselineBench: "BenchmarkControllerRSS/default-GC"},
 	{Pkg: "federation", Bench: "BenchmarkControllerRSS/GOMEMLIMIT-*", Unit: "MiB-peak-RSS", Op: "<", Value: 256, BaselineBench: "BenchmarkControllerRSS/default-GC"},
 	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "s-to-resynced", Op: "<", Value: 60, BaselineUnit: "s-to-registered-first"},
 	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "driver-calls", Op: "==", Value: 0},
 	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "MiB-peak-RSS", Op: "<", Value: 512},
+	// An API server rollout under the resynced controller: every informer lists again.
+	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "MiB-peak-RSS-rollout", Op: "<", Value: 512},
+	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "driver-calls-rollout", Op: "==", Value: 0},
+	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "s-to-relisted", BaselineUnit: "s-to-resynced"},
 	// "≈ 0": under 1 % of a core (10 ms of CPU per second), and no reconcile, while nothing changes.
 	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "cpu-ms/s-idle", Op: "<", Value: 10},
 	{Pkg: "federation", Bench: "BenchmarkRestartResync", Unit: "reconciles-idle", Op: "==", Value: 0},
