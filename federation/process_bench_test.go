@@ -250,6 +250,13 @@ func parallel(n int, f func(i int) error) {
 // 2026-11-29, full size, the chart's 480MiB, three restarts on one world: resync 49.5, 50.1,
 // 47.6 s, peak RSS 497.2, 495.6, 504.9 MiB, 0 driver calls; from scratch 2,554 s with a peak RSS
 // of 557.8 MiB (the same controller code peaked at 493.7 MiB the session before; not explained).
+// Explained the next day: relists. The API server drops a record watcher that falls behind and,
+// once its watch cache has moved on, the informer lists again ("too old resource version"),
+// building the new list beside its store: a from-scratch run with two record relists peaked at
+// 563.7 MiB, one without at 480.3 MiB. The rollout phase forces one for every informer: 528.5 MiB
+// (live heap up to 388 MB, 26 collections in the relist's 200 s), 0 driver calls, relisted in
+// 84.1 s. With the held objects reused by the relist (watchdecode): 499.9 MiB (321 MB, 14
+// collections), 0 driver calls, 112.6 s with a CI run beside it; restart 494.6 MiB, resync 32.4 s.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
