@@ -35,7 +35,9 @@ var kubeletCluster struct {
 	err  error
 }
 
-func fakeNodeCluster(t *testing.T) *Cluster {
+// requireBinaries locates the built upstream binaries; without them the test skips, or fails
+// when integration tests are required (LBFED_REQUIRE_INTEGRATION=1).
+func requireBinaries(t *testing.T) *binaries.Set {
 	t.Helper()
 	bins, err := binaries.Locate("")
 	if err != nil {
@@ -44,6 +46,12 @@ func fakeNodeCluster(t *testing.T) *Cluster {
 		}
 		t.Skip(err)
 	}
+	return bins
+}
+
+func fakeNodeCluster(t *testing.T) *Cluster {
+	t.Helper()
+	bins := requireBinaries(t)
 	kubeletCluster.once.Do(func() {
 		kubeletCluster.c, kubeletCluster.err = StartCluster(context.Background(), ClusterOptions{
 			Name: "kubelet", Binaries: bins, ControllerManager: true, FakeNodes: 2, PodResponder: true,

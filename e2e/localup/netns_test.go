@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
 	"github.com/lbfed/lbfed/e2e/localup/podresponder"
 )
 
@@ -59,13 +58,7 @@ func TestRemoveStaleNetNamespaces(t *testing.T) {
 // made Ready by the components inside, and the host-side pod responder serves its new IP.
 func TestClusterInNetNS(t *testing.T) {
 	requireNetNS(t)
-	bins, err := binaries.Locate("")
-	if err != nil {
-		if os.Getenv("LBFED_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	bins := requireBinaries(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	c, err := StartCluster(ctx, ClusterOptions{Name: "nsm", NetNS: true, Binaries: bins, ControllerManager: true, FakeNodes: 1, PodResponder: true})

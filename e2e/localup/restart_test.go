@@ -2,7 +2,6 @@ package localup
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -12,21 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
 )
 
 // TestRestartAPIServer: the apiserver comes back on the same address with what etcd held, its
 // clients' watches end and an informer catches up with a write made after the restart; the
 // stopped process is not reported as an unexpected exit.
 func TestRestartAPIServer(t *testing.T) {
-	bins, err := binaries.Locate("")
-	if err != nil {
-		if os.Getenv("LBFED_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	bins := requireBinaries(t)
 	g := NewWithT(t)
 	ctx := context.Background()
 	c, err := StartCluster(ctx, ClusterOptions{Name: "restart", Binaries: bins})
