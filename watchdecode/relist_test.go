@@ -10,11 +10,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
@@ -41,11 +39,7 @@ func TestRelistReusesUnchangedObjects(t *testing.T) {
 	transformed := map[string]int{}  // name: transforms
 	sameObject := map[string]bool{}  // name: an update whose old and new were one object
 	updatedTo := map[string]string{} // name: resourceVersion of its last update
-	hc, err := rest.HTTPClientFor(cfg)
-	g.Expect(err).NotTo(HaveOccurred())
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
-	g.Expect(err).NotTo(HaveOccurred())
-	ca, err := NewCacheWithoutManagedFields(cfg, cache.Options{Scheme: scheme, Mapper: mapper, HTTPClient: hc,
+	ca, err := NewCacheWithoutManagedFields(cfg, withClients(g, cfg, cache.Options{
 		DefaultTransform: func(in any) (any, error) {
 			if br, ok := in.(*lbcfv1beta1.BackendRecord); ok && br.Namespace == ns {
 				mu.Lock()
@@ -53,7 +47,7 @@ func TestRelistReusesUnchangedObjects(t *testing.T) {
 				mu.Unlock()
 			}
 			return in, nil
-		}})
+		}}))
 	g.Expect(err).NotTo(HaveOccurred())
 	inf, err := ca.GetInformer(ctx, &lbcfv1beta1.BackendRecord{})
 	g.Expect(err).NotTo(HaveOccurred())

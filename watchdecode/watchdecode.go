@@ -142,11 +142,7 @@ func heldUnchanged(store toolscache.Store, in any) any {
 	if !ok || o.GetResourceVersion() == "" {
 		return nil
 	}
-	key := o.GetName()
-	if ns := o.GetNamespace(); ns != "" {
-		key = ns + "/" + key
-	}
-	held, exists, err := store.GetByKey(key)
+	held, exists, err := store.GetByKey(toolscache.MetaObjectToName(o).String())
 	if err != nil || !exists {
 		return nil
 	}

@@ -303,12 +303,7 @@ func TestCacheWatchesThroughDecoders(t *testing.T) {
 		g.Expect(c.Create(ctx, newRecord(ns, i))).To(Succeed())
 	}
 	newCache := func(ctx context.Context, opts cache.Options, newCache ...cache.NewCacheFunc) cache.Cache {
-		hc, err := rest.HTTPClientFor(cfg)
-		g.Expect(err).NotTo(HaveOccurred())
-		mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
-		g.Expect(err).NotTo(HaveOccurred())
-		opts.Scheme, opts.Mapper, opts.HTTPClient = scheme, mapper, hc
-		ca, err := append(newCache, NewCache)[0](cfg, opts)
+		ca, err := append(newCache, NewCache)[0](cfg, withClients(g, cfg, opts))
 		g.Expect(err).NotTo(HaveOccurred())
 		go func() { _ = ca.Start(ctx) }()
 		return ca
@@ -363,6 +358,17 @@ func TestCacheWatchesThroughDecoders(t *testing.T) {
 	}
 	g.Eventually(cached(without), 30*time.Second).Should(Equal(stripped))
 	g.Expect(cut.Load() - before).To(BeNumerically(">=", 6))
+}
+
+// withClients is opts with the scheme, an HTTP client and a REST mapper for cfg, as a manager
+// gives its cache (this package's decoders need all three).
+func withClients(g Gomega, cfg *rest.Config, opts cache.Options) cache.Options {
+	hc, err := rest.HTTPClientFor(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, hc)
+	g.Expect(err).NotTo(HaveOccurred())
+	opts.Scheme, opts.Mapper, opts.HTTPClient = scheme, mapper, hc
+	return opts
 }
 
 func versions(items []lbcfv1beta1.BackendRecord) (out []string) {
