@@ -383,31 +383,27 @@ func apiServerRollout(b *testing.B, e *env, p *controllerProcess, groups int) {
 	}
 	start := time.Now() // the new server ready: its stop took the supervisor's timeout at most
 	cs := kubernetes.NewForConfigOrDie(e.cfg)
-	// The new server has sent a whole list of resource: a watch list's initial events (client-go's
-	// default since 1.35) or a LIST.
-	listed := func(resource string) bool {
+	// The new server has sent a whole list of each kind the controller caches: a watch list's
+	// initial events (client-go's default since 1.35) or a LIST, in the server's own metrics.
+	relisted := func() bool {
 		raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(e.ctx)
 		if err != nil {
 			return false
 		}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if !strings.Contains(line, `resource="`+resource+`"`) {
-				continue
-			}
-			if strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{") && !strings.HasSuffix(line, " 0") ||
-				strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `verb="LIST"`) && strings.Contains(line, `code="200"`) {
-				return true
-			}
-		}
-		return false
-	}
-	e.g.Eventually(func() bool {
-		for _, r := range []string{"backendrecords", "backendgroups", "loadbalancers", "resourcebindings"} {
-			if !listed(r) {
+		lines := strings.Split(string(raw), "\n")
+		for _, resource := range []string{"backendrecords", "backendgroups", "loadbalancers", "resourcebindings"} {
+			if !slices.ContainsFunc(lines, func(line string) bool {
+				return strings.Contains(line, `resource="`+resource+`"`) &&
+					(strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{") && !strings.HasSuffix(line, " 0") ||
+						strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `verb="LIST"`) && strings.Contains(line, `code="200"`))
+			}) {
 				return false
 			}
 		}
-		return p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups0+float64(groups) &&
+		return true
+	}
+	e.g.Eventually(func() bool {
+		return relisted() && p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups0+float64(groups) &&
 			p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
 	}, 15*time.Minute, time.Second).Should(BeTrue(), "the controller lists again and reconciles its groups")
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-relisted")
