@@ -203,7 +203,8 @@ func parallel(n int, f func(i int) error) {
 // turn (see restartsByLimit). LBFED_BENCH_CONTROLLER_GODEBUG is the controllers' GODEBUG
 // (memprofilerate=4096: a finer heap profile; gctrace=1 logs each collection's live heap),
 // LBFED_BENCH_CONTROLLER_LOG a path prefix for their logs, kept, LBFED_BENCH_CONTROLLER_ARGS
-// more flags for them.
+// more flags for them. LBFED_BENCH_ROLLOUT_AT restarts the API server during the first build
+// (rolloutAt), LBFED_BENCH_ROLLOUT=0 leaves out the rollout after the restart (apiServerRollout).
 //
 // Measured at full size (2 cores, nothing else running), with the group index: from scratch
 // 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it
@@ -273,7 +274,7 @@ func BenchmarkRestartResync(b *testing.B) {
 	e.scaleWorld(b, lbs, groups, perCluster, "m1", "m2")
 	start := time.Now()
 	first := startLbfedController(b, bin, kc, "GOMEMLIMIT="+chartGoMemLimit(b))
-	e.g.Eventually(e.registeredBackends, 60*time.Minute, 5*time.Second).Should(Equal(records))
+	e.g.Eventually(rolloutAt(b, e, records), 60*time.Minute, 5*time.Second).Should(Equal(records))
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-registered-first")
 	b.ReportMetric(first.peakRSS(), "MiB-peak-RSS-first")
 	_ = first.cmd.Process.Kill()
@@ -359,6 +360,35 @@ func BenchmarkRestartResync(b *testing.B) {
 	}
 }
 
+// rolloutAt returns the registered backends, as e.registeredBackends does, and with
+// LBFED_BENCH_ROLLOUT_AT (a share of the records, e.g. 0.5) restarts the API server once that
+// share is registered: the first controller then lists every kind again while it builds its
+// caches and registers the rest, as a control-plane rollout during a large first sync does. Its
+// MiB-peak-RSS-first then holds the relist beside the caches being built; the new server is
+// required to have served the relists (its metrics) before the records count as registered.
+func rolloutAt(b *testing.B, e *env, records int) func() int {
+	at, _ := strconv.ParseFloat(os.Getenv("LBFED_BENCH_ROLLOUT_AT"), 64)
+	if at <= 0 {
+		return e.registeredBackends
+	}
+	done := false
+	return func() int {
+		n := e.registeredBackends()
+		if !done && float64(n) >= at*float64(records) {
+			done = true
+			b.Logf("restarting the API server at %d of %d records registered", n, records)
+			if err := testenv.Cluster(b).RestartAPIServer(e.ctx); err != nil {
+				b.Fatal(err)
+			}
+			return -1
+		}
+		if done && n == records && !e.relisted() {
+			return -1 // not yet listed again
+		}
+		return n
+	}
+}
+
 // apiServerRollout restarts the API server under the resynced controller p, as a control-plane
 // rollout does: every watch ends, and the new server's watch caches begin at etcd's current
 // revision, so each informer lists its kind again ("too old resource version") while it still
@@ -382,33 +412,34 @@ func apiServerRollout(b *testing.B, e *env, p *controllerProcess, groups int) {
 		b.Fatal(err)
 	}
 	start := time.Now() // the new server ready: its stop took the supervisor's timeout at most
-	cs := kubernetes.NewForConfigOrDie(e.cfg)
-	// The new server has sent a whole list of each kind the controller caches: a watch list's
-	// initial events (client-go's default since 1.35) or a LIST, in the server's own metrics.
-	relisted := func() bool {
-		raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(e.ctx)
-		if err != nil {
-			return false
-		}
-		lines := strings.Split(string(raw), "\n")
-		for _, resource := range []string{"backendrecords", "backendgroups", "loadbalancers", "resourcebindings"} {
-			if !slices.ContainsFunc(lines, func(line string) bool {
-				return strings.Contains(line, `resource="`+resource+`"`) &&
-					(strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{") && !strings.HasSuffix(line, " 0") ||
-						strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `verb="LIST"`) && strings.Contains(line, `code="200"`))
-			}) {
-				return false
-			}
-		}
-		return true
-	}
 	e.g.Eventually(func() bool {
-		return relisted() && p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups0+float64(groups) &&
+		return e.relisted() && p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups0+float64(groups) &&
 			p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
 	}, 15*time.Minute, time.Second).Should(BeTrue(), "the controller lists again and reconciles its groups")
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-relisted")
 	b.ReportMetric(p.peakRSS(), "MiB-peak-RSS-rollout")
 	b.ReportMetric(float64(mutatingCalls(e.drv.Calls())-calls), "driver-calls-rollout")
+}
+
+// relisted tells whether the API server (since it started) has sent a whole list of each kind
+// the controller caches: a watch list's initial events (client-go's default since 1.35) or a
+// LIST, in the server's own metrics.
+func (e *env) relisted() bool {
+	raw, err := kubernetes.NewForConfigOrDie(e.cfg).RESTClient().Get().AbsPath("/metrics").DoRaw(e.ctx)
+	if err != nil {
+		return false
+	}
+	lines := strings.Split(string(raw), "\n")
+	for _, resource := range []string{"backendrecords", "backendgroups", "loadbalancers", "resourcebindings"} {
+		if !slices.ContainsFunc(lines, func(line string) bool {
+			return strings.Contains(line, `resource="`+resource+`"`) &&
+				(strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{") && !strings.HasSuffix(line, " 0") ||
+					strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `verb="LIST"`) && strings.Contains(line, `code="200"`))
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // mutatingCalls counts the driver calls that can change a load balancer.
