@@ -258,6 +258,11 @@ func parallel(n int, f func(i int) error) {
 // (live heap up to 388 MB, 26 collections in the relist's 200 s), 0 driver calls, relisted in
 // 84.1 s. With the held objects reused by the relist (watchdecode): 499.9 MiB (321 MB, 14
 // collections), 0 driver calls, 112.6 s with a CI run beside it; restart 494.6 MiB, resync 32.4 s.
+// A from-scratch build with a rollout at half the records registered (LBFED_BENCH_ROLLOUT_AT=0.5;
+// every kind relisted, the records' list 100,000 long with the whole store held): 1,179 s, peak
+// RSS 507.7 MiB, reached as the records' relist ended (live heap 281-303 MB after it); then
+// restart 493.3 MiB, resync 24.3 s, 0 driver calls; rollout 507.3 MiB, 0 calls, 75.6 s. With the
+// limit binding, RSS sits at GOMEMLIMIT plus the pages the runtime does not count (the binary's).
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
@@ -351,7 +356,11 @@ func BenchmarkRestartResync(b *testing.B) {
 		}
 		p.saveHeapProfile(b, path)
 		b.ReportMetric(p.metric("go_memstats_heap_alloc_bytes", "")/1e6, "MB-live-heap")
-		apiServerRollout(b, e, p, groups)
+		if r, ok := apiServerRollout(b, e, p, groups); ok {
+			b.ReportMetric(r.seconds, "s-to-relisted")
+			b.ReportMetric(r.rss, "MiB-peak-RSS-rollout")
+			b.ReportMetric(r.calls, "driver-calls-rollout")
+		}
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 	}
@@ -397,10 +406,10 @@ func rolloutAt(b *testing.B, e *env, records int) func() int {
 // meanwhile (driver-calls-rollout: nothing changed, none expected), and the time from the new
 // server's readiness until it has answered the controller's list of every kind it caches and
 // the controller has reconciled each group again with nothing left queued (s-to-relisted).
-// LBFED_BENCH_ROLLOUT=0 leaves it out.
-func apiServerRollout(b *testing.B, e *env, p *controllerProcess, groups int) {
+// LBFED_BENCH_ROLLOUT=0 leaves it out (ok false).
+func apiServerRollout(b *testing.B, e *env, p *controllerProcess, groups int) (r rollout, ok bool) {
 	if os.Getenv("LBFED_BENCH_ROLLOUT") == "0" {
-		return
+		return r, false
 	}
 	groups0 := p.metric("key_process_latency_count", `crd="BackendGroup"`)
 	calls := mutatingCalls(e.drv.Calls())
@@ -416,10 +425,12 @@ func apiServerRollout(b *testing.B, e *env, p *controllerProcess, groups int) {
 		return e.relisted() && p.metric("key_process_latency_count", `crd="BackendGroup"`) >= groups0+float64(groups) &&
 			p.metric("pending_key", "") == 0 && p.metric("working_key", "") == 0
 	}, 15*time.Minute, time.Second).Should(BeTrue(), "the controller lists again and reconciles its groups")
-	b.ReportMetric(time.Since(start).Seconds(), "s-to-relisted")
-	b.ReportMetric(p.peakRSS(), "MiB-peak-RSS-rollout")
-	b.ReportMetric(float64(mutatingCalls(e.drv.Calls())-calls), "driver-calls-rollout")
+	return rollout{time.Since(start).Seconds(), p.peakRSS(), float64(mutatingCalls(e.drv.Calls()) - calls)}, true
 }
+
+// rollout is what apiServerRollout measured: seconds to relisted, the controller's peak RSS
+// (MiB) and its mutating driver calls from the restart on.
+type rollout struct{ seconds, rss, calls float64 }
 
 // relisted tells whether the API server (since it started) has sent a whole list of each kind
 // the controller caches: a watch list's initial events (client-go's default since 1.35) or a
@@ -458,17 +469,26 @@ func mutatingCalls(calls []memdriver.Call) int {
 // alternated on one world, restarts under two limits are compared on the same objects and
 // machine state, where single full-size runs vary by 10-20 % between identical binaries. Each
 // limit's median resync, peak RSS, controller CPU and collections are reported (units suffixed
-// with the limit), each restart is logged.
+// with the limit), each restart is logged. Unless LBFED_BENCH_ROLLOUT=0, each resynced controller
+// then goes through an API server rollout (apiServerRollout) under its limit, where a relist can
+// make the limit bind: the median of its peak RSS, time to relisted and driver calls too.
 func restartsByLimit(b *testing.B, e *env, bin, kc string, limits []string, lbs, groups, records int) {
-	type round struct{ resync, rss, cpu, gcs float64 }
+	type round struct {
+		resync, rss, cpu, gcs float64
+		rollout               rollout
+	}
 	got := map[string][]round{}
 	for _, limit := range limits {
 		start := time.Now()
 		p := startLbfedController(b, bin, kc, "GOMEMLIMIT="+limit)
 		e.g.Eventually(p.resynced(lbs, groups, records), 30*time.Minute, 200*time.Millisecond).Should(BeTrue())
-		r := round{time.Since(start).Seconds(), p.peakRSS(), p.cpuTime().Seconds(), p.metric("go_gc_duration_seconds_count", "")}
+		r := round{resync: time.Since(start).Seconds(), rss: p.peakRSS(), cpu: p.cpuTime().Seconds(), gcs: p.metric("go_gc_duration_seconds_count", "")}
 		b.Logf("GOMEMLIMIT=%s: resync %.2f s, peak RSS %.1f MiB, controller CPU %.2f s, %.0f collections, heap %.1f MB",
 			limit, r.resync, r.rss, r.cpu, r.gcs, p.metric("go_memstats_heap_alloc_bytes", "")/1e6)
+		if ro, ok := apiServerRollout(b, e, p, groups); ok {
+			r.rollout = ro
+			b.Logf("GOMEMLIMIT=%s: rollout peak RSS %.1f MiB, relisted in %.2f s, %.0f driver calls", limit, ro.rss, ro.seconds, ro.calls)
+		}
 		got[limit] = append(got[limit], r)
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
@@ -486,6 +506,11 @@ func restartsByLimit(b *testing.B, e *env, bin, kc string, limits []string, lbs,
 		b.ReportMetric(med(func(r round) float64 { return r.rss }), "MiB-peak-RSS@"+limit)
 		b.ReportMetric(med(func(r round) float64 { return r.cpu }), "cpu-s@"+limit)
 		b.ReportMetric(med(func(r round) float64 { return r.gcs }), "gcs@"+limit)
+		if os.Getenv("LBFED_BENCH_ROLLOUT") != "0" {
+			b.ReportMetric(med(func(r round) float64 { return r.rollout.rss }), "MiB-peak-RSS-rollout@"+limit)
+			b.ReportMetric(med(func(r round) float64 { return r.rollout.seconds }), "s-to-relisted@"+limit)
+			b.ReportMetric(med(func(r round) float64 { return r.rollout.calls }), "driver-calls-rollout@"+limit)
+		}
 	}
 }
 
