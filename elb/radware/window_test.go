@@ -138,3 +138,44 @@ func TestBatchWaitsForTheCallersOfTheCommitBefore(t *testing.T) {
 	g.Expect(applies).To(BeNumerically("<=", 3), "five, then full batches of eight")
 	g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())).To(HaveLen(changes), "every change reached the backup")
 }
+
+// A burst that goes on (a rollout, a member's pods replaced: changes for seconds, at the pace of
+// the API writes) stretches its batches' window: each further batch of the burst waits twice as
+// long as the one before, from MaxWindow up to MaxBurstWindow, so the burst is a few commits
+// instead of one per MaxWindow. The burst's last batch still goes once its changes stop
+// (MaxWindow/4 quiet), and the next burst, after a pause, starts again from MaxWindow. Before, a
+// burst of 4.5 s was cut into ≈ 11 commits of MaxWindow (400ms) each.
+func TestLongBurstStretchesItsWindow(t *testing.T) {
+	g := NewWithT(t)
+	e := newTestEnv(t, envOptions{
+		sim:      alteonsim.Options{ApplyDuration: 20 * time.Millisecond},
+		frontend: FrontendOptions{Window: 20 * time.Millisecond, MaxWindow: 400 * time.Millisecond, MaxBurstWindow: 1600 * time.Millisecond},
+	})
+	ctx := context.Background()
+	lb := ensuredLB(g, e)
+	next := 0
+	// stream submits a change every 25ms for d (the quiet time is 100ms), each caller waiting for
+	// its commit, and returns the applies it took.
+	stream := func(d time.Duration) int {
+		before := e.sim.A.Applies()
+		var wg sync.WaitGroup
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(25 * time.Millisecond) {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				g.Expect(e.fe.EnsureBackend(ctx, lb, benchBackend(i))).To(Succeed())
+			}(next)
+			next++
+		}
+		wg.Wait()
+		return int(e.sim.A.Applies() - before)
+	}
+	long := stream(4500 * time.Millisecond)
+	t.Logf("a burst of 4.5s: %d applies", long)
+	g.Expect(long).To(BeNumerically("<=", 7), "a lone first change, then windows of 0.4, 0.8, 1.6, 1.6s: ≈ 5-6 commits (≈ 11 without the stretch)")
+	time.Sleep(time.Second) // the burst is over
+	short := stream(1100 * time.Millisecond)
+	t.Logf("after a pause, a burst of 1.1s: %d applies", short)
+	g.Expect(short).To(BeNumerically(">=", 3), "a new burst starts from MaxWindow again: a lone first change, then 0.4s and 0.8s (2 if the 1.6s window had stayed)")
+	g.Expect(e.sim.B.Snapshot(alteonsim.Running).Members(lb.ID())).To(HaveLen(next), "every change reached the backup")
+}
