@@ -262,12 +262,13 @@ func (f *Frontend) burstWindow() time.Duration {
 }
 
 // gather returns once the pending batch is complete: Window after its latest change, or window
-// (MaxWindow, stretched in a burst that goes on) after its first one while changes keep coming. In a burst (changes came while the last commit
-// ran) a batch waits for MaxWindow/4 without a change before MaxWindow: the calls of a burst come
-// at the pace of the API writes that cause them, in clumps with gaps longer than Window. The quiet
-// time counts from the end of the commit before (committed) at the earliest: callers with only so
-// many changes in flight (a controller's call budget) come back only once that commit answered
-// them, and a batch that had filled the budget while it ran would otherwise go alone.
+// (MaxWindow, stretched in a burst that goes on) after its first one while changes keep coming.
+// In a burst (changes came while the last commit ran) a batch waits for MaxWindow/4 without a
+// change before window: the calls of a burst come at the pace of the API writes that cause them,
+// in clumps with gaps longer than Window. The quiet time counts from the end of the commit before
+// (committed) at the earliest: callers with only so many changes in flight (a controller's call
+// budget) come back only once that commit answered them, and a batch that had filled the budget
+// while it ran would otherwise go alone.
 func (f *Frontend) gather(burst bool, committed time.Time, window time.Duration) {
 	quiet := f.opts.Window
 	if burst {
