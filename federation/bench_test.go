@@ -51,16 +51,13 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 		tb.Fatal(err)
 	}
 	fo := radware.FrontendOptions{Pair: pair, Logger: log}
-	// The burst window's defaults, or others to compare (e.g. -1 for none; a burst window of
-	// 1s for no stretch).
-	for env, opt := range map[string]*time.Duration{"LBFED_BENCH_RADWARE_MAX_WINDOW": &fo.MaxWindow, "LBFED_BENCH_RADWARE_MAX_BURST_WINDOW": &fo.MaxBurstWindow} {
-		if v := os.Getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			*opt = d
+	// The burst window's default, or another one to compare (e.g. -1 for none).
+	if v := os.Getenv("LBFED_BENCH_RADWARE_MAX_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			tb.Fatal(err)
 		}
+		fo.MaxWindow = d
 	}
 	fe, err := radware.NewFrontend(fo)
 	if err != nil {
@@ -120,7 +117,6 @@ func profileOwnCPU(tb testing.TB) (stop func()) {
 //
 //	go test ./federation -run XXX -bench FederatedBackendChanges -benchtime 1x -v
 //	LBFED_BENCH_RADWARE_MAX_WINDOW=-1ns …     # the Radware frontend without its burst window
-//	LBFED_BENCH_RADWARE_MAX_BURST_WINDOW=1s … # the burst window not stretched (the default's 4s)
 //	LBFED_BENCH_RECORD_WORKERS=1024 …         # more record workers, and so a larger call budget
 //	LBFED_BENCH_CPU_PROFILE=/tmp/own.pprof …  # this process's CPU over the measured phase
 //	LBFED_BENCH_APISERVER_PROFILE=/tmp/p …    # the test API server's CPU (6 s from the binding write)

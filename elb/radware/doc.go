@@ -26,10 +26,8 @@
 // Window of one another, or while a transaction runs, are written in one alteon.Pair transaction
 // and committed with one apply and one save (and sync), and each caller is answered once that
 // transaction committed or failed. While changes keep coming (a burst: changes came while the
-// last transaction ran) a batch waits up to MaxWindow (1s) after its first change, and while the
-// burst goes on each further batch up to twice as long as the one before (up to MaxBurstWindow,
-// 4s), so a burst of calls that arrives over seconds becomes a few commits; a lone change waits
-// Window. One bad change cannot fail the others: a change the device refuses (a 406 on
+// last transaction ran) a batch waits up to MaxWindow (1s) after its first change, so a burst of
+// calls that arrives over seconds becomes a few commits; a lone change waits Window. One bad change cannot fail the others: a change the device refuses (a 406 on
 // one of its writes) fails alone with the device's message while the rest commits, and a failed
 // apply, whose message does not name a change, is retried as two halves. MaxBatch 1 turns
 // coalescing off (the benchmark's baseline). Run finishes owed saves and syncs every

@@ -34,10 +34,8 @@ type Flags struct {
 	RevertForeign bool
 	Window        time.Duration
 	MaxWindow     time.Duration
-	// MaxBurstWindow: FrontendOptions.MaxBurstWindow (0: DefaultBurstStretch × MaxWindow).
-	MaxBurstWindow time.Duration
-	DrainPeriod    time.Duration
-	ProxyIPMode    int
+	DrainPeriod   time.Duration
+	ProxyIPMode   int
 	// HealthCheck is the real servers' health-check timing (load balancer attributes override it).
 	HealthCheck HealthTiming
 }
@@ -56,7 +54,6 @@ func (f *Flags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.RevertForeign, "alteon-revert-foreign-edits", false, "discard configuration pending on the master that is not this process's before each transaction (only for a pair nothing else edits, e.g. after a crash mid-transaction)")
 	fs.DurationVar(&f.Window, "radware-commit-window", 50*time.Millisecond, "how long a change waits for others to share its apply and save (counted from the latest change of the batch)")
 	fs.DurationVar(&f.MaxWindow, "radware-commit-max-window", DefaultMaxWindow, "longest wait of a batch's first change while changes keep coming (each within --radware-commit-window of the previous one): a burst becomes a few commits, each of its changes answered up to this much later; a lone change waits only --radware-commit-window (at most --radware-commit-window: no extension)")
-	fs.DurationVar(&f.MaxBurstWindow, "radware-commit-max-burst-window", 0, "how far --radware-commit-max-window stretches while one burst goes on: each further batch of the burst waits up to twice as long as the one before, up to this (default 4 × --radware-commit-max-window; keep it well under the drivers' webhook timeout, 10s by default); the burst's last batch still goes once its changes stop, and a burst after a pause starts again from --radware-commit-max-window")
 	fs.DurationVar(&f.DrainPeriod, "radware-drain-period", 30*time.Second, "how long a removed backend stays in shutdown-connection before it is deleted (0: at once)")
 	fs.IntVar(&f.ProxyIPMode, "radware-proxy-ip-mode", 0, "ProxyIpMode of the virtual services: 0 ingress, 1 egress, 2 address, 3 nwclss, 4 disable")
 	fs.IntVar(&f.HealthCheck.Interval, "radware-health-check-interval", DefaultHealthTiming.Interval, "seconds between two health checks of a real server (its PingInterval, 1..600; the device's default); a LoadBalancer's healthCheckInterval attribute overrides it")
@@ -139,7 +136,7 @@ func (f *Flags) Frontend(log logr.Logger, reg prometheus.Registerer) (*Frontend,
 		return nil, err
 	}
 	return NewFrontend(FrontendOptions{
-		Pair: pair, Window: f.Window, MaxWindow: f.MaxWindow, MaxBurstWindow: f.MaxBurstWindow, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode, HealthCheck: f.HealthCheck,
+		Pair: pair, Window: f.Window, MaxWindow: f.MaxWindow, DrainPeriod: f.DrainPeriod, ProxyIPMode: f.ProxyIPMode, HealthCheck: f.HealthCheck,
 		Metrics: metrics, Logger: log.WithName("frontend"),
 	})
 }

@@ -32,14 +32,6 @@ type FrontendOptions struct {
 	// of its changes is answered up to MaxWindow later, a lone change on an idle frontend no
 	// later. Negative: no extension.
 	MaxWindow time.Duration
-	// MaxBurstWindow is how far a burst that goes on stretches that bound: each further batch of
-	// one burst waits up to twice as long as the one before, from MaxWindow up to MaxBurstWindow
-	// (default 4×MaxWindow; at most MaxWindow: no stretch), so a burst of many seconds (a
-	// rollout's pods, a member's) is a few commits, not one per MaxWindow. Its last batch still
-	// goes once its changes stop (MaxWindow/4 quiet), and a burst after a pause starts again from
-	// MaxWindow. Keep it well under the drivers' webhook timeout (LBCF's default 10s): a change
-	// of the burst is answered up to this much, and its commit, later.
-	MaxBurstWindow time.Duration
 	// MaxBatch caps the changes of one commit (0: no cap). 1 disables coalescing: every change
 	// gets its own apply and save (the baseline the coalescing is measured against).
 	MaxBatch int
@@ -66,9 +58,6 @@ type FrontendOptions struct {
 // DefaultMaxWindow is FrontendOptions.MaxWindow's default.
 const DefaultMaxWindow = time.Second
 
-// DefaultBurstStretch is FrontendOptions.MaxBurstWindow's default, in MaxWindows.
-const DefaultBurstStretch = 4
-
 // Frontend programs L4 load balancers on an Alteon pair. Concurrent changes are coalesced: all
 // changes queued within a short window (or while a commit runs) are written in one transaction
 // and committed with one apply and one save; each caller is answered when its transaction has
@@ -83,9 +72,6 @@ type Frontend struct {
 	// burstEnd is when the last commit of a burst (a batch of more than one change) ended; a
 	// change that comes within MaxWindow/4 of it gathers as a burst.
 	burstEnd time.Time
-	// burstBatches counts the batches of the burst going on (0: none): the window of its next
-	// batch (burstWindow).
-	burstBatches int
 
 	drainMu sync.Mutex
 	drains  map[string]time.Time // real server id -> when its drain started
@@ -111,14 +97,6 @@ func NewFrontend(opts FrontendOptions) (*Frontend, error) {
 		opts.MaxWindow = DefaultMaxWindow
 	case opts.MaxWindow < opts.Window:
 		opts.MaxWindow = opts.Window
-	}
-	switch {
-	case opts.MaxWindow == opts.Window:
-		opts.MaxBurstWindow = opts.MaxWindow // no extension, no stretch
-	case opts.MaxBurstWindow == 0:
-		opts.MaxBurstWindow = DefaultBurstStretch * opts.MaxWindow
-	case opts.MaxBurstWindow < opts.MaxWindow:
-		opts.MaxBurstWindow = opts.MaxWindow
 	}
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 5 * time.Minute
@@ -215,15 +193,7 @@ func (f *Frontend) drain() {
 	f.mu.Unlock()
 	var committed time.Time
 	for {
-		f.mu.Lock()
-		if burst {
-			f.burstBatches++
-		} else {
-			f.burstBatches = 0
-		}
-		window := f.burstWindow()
-		f.mu.Unlock()
-		f.gather(burst, committed, window)
+		f.gather(burst, committed)
 		f.mu.Lock()
 		n := len(f.pending)
 		if f.opts.MaxBatch > 0 && n > f.opts.MaxBatch {
@@ -251,25 +221,14 @@ func (f *Frontend) drain() {
 	}
 }
 
-// burstWindow is the longest wait of the next batch's first change: MaxWindow, doubled for each
-// batch of the burst going on after its first, up to MaxBurstWindow. f.mu is held.
-func (f *Frontend) burstWindow() time.Duration {
-	w := f.opts.MaxWindow
-	for i := 1; i < f.burstBatches && w < f.opts.MaxBurstWindow; i++ {
-		w *= 2
-	}
-	return min(w, f.opts.MaxBurstWindow)
-}
-
-// gather returns once the pending batch is complete: Window after its latest change, or window
-// (MaxWindow, stretched in a burst that goes on) after its first one while changes keep coming.
-// In a burst (changes came while the last commit ran) a batch waits for MaxWindow/4 without a
-// change before window: the calls of a burst come at the pace of the API writes that cause them,
-// in clumps with gaps longer than Window. The quiet time counts from the end of the commit before
-// (committed) at the earliest: callers with only so many changes in flight (a controller's call
-// budget) come back only once that commit answered them, and a batch that had filled the budget
-// while it ran would otherwise go alone.
-func (f *Frontend) gather(burst bool, committed time.Time, window time.Duration) {
+// gather returns once the pending batch is complete: Window after its latest change, or MaxWindow
+// after its first one while changes keep coming. In a burst (changes came while the last commit
+// ran) a batch waits for MaxWindow/4 without a change before MaxWindow: the calls of a burst come
+// at the pace of the API writes that cause them, in clumps with gaps longer than Window. The quiet
+// time counts from the end of the commit before (committed) at the earliest: callers with only so
+// many changes in flight (a controller's call budget) come back only once that commit answered
+// them, and a batch that had filled the budget while it ran would otherwise go alone.
+func (f *Frontend) gather(burst bool, committed time.Time) {
 	quiet := f.opts.Window
 	if burst {
 		quiet = max(quiet, f.opts.MaxWindow/4)
@@ -283,7 +242,7 @@ func (f *Frontend) gather(burst bool, committed time.Time, window time.Duration)
 				latest = committed
 			}
 			until = latest.Add(quiet)
-			if limit := f.pending[0].at.Add(window); limit.Before(until) {
+			if limit := f.pending[0].at.Add(f.opts.MaxWindow); limit.Before(until) {
 				until = limit
 			}
 		}
