@@ -262,7 +262,11 @@ func parallel(n int, f func(i int) error) {
 // every kind relisted, the records' list 100,000 long with the whole store held): 1,179 s, peak
 // RSS 507.7 MiB, reached as the records' relist ended (live heap 281-303 MB after it); then
 // restart 493.3 MiB, resync 24.3 s, 0 driver calls; rollout 507.3 MiB, 0 calls, 75.6 s. With the
-// limit binding, RSS sits at GOMEMLIMIT plus the pages the runtime does not count (the binary's).
+// limit binding, RSS sits at GOMEMLIMIT plus the pages the runtime does not count (the binary's,
+// ≈ 31 MiB). 480MiB against 464MiB alternated on one world, two restarts each with a rollout:
+// resync 32.7, 27.2 against 26.4, 26.9 s; RSS 494.8, 496.0 against 480.2, 484.5 MiB; rollout
+// 488.4, 495.8 against 485.7, 489.8 MiB. From scratch with a relist at 464MiB: 491.0 MiB. The
+// chart's default is 464MiB since.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
