@@ -380,9 +380,13 @@ func BenchmarkRestartResync(b *testing.B) {
 // MiB-peak-RSS-first then holds the relist beside the caches being built; the new server is
 // required to have served the relists (its metrics) before the records count as registered.
 func rolloutAt(b *testing.B, e *env, records int) func() int {
-	at, _ := strconv.ParseFloat(os.Getenv("LBFED_BENCH_ROLLOUT_AT"), 64)
-	if at <= 0 {
+	v := os.Getenv("LBFED_BENCH_ROLLOUT_AT")
+	if v == "" {
 		return e.registeredBackends
+	}
+	at, err := strconv.ParseFloat(v, 64)
+	if err != nil || at <= 0 || at > 1 {
+		b.Fatalf("LBFED_BENCH_ROLLOUT_AT=%q: want a share of the records, 0 < share <= 1", v)
 	}
 	done := false
 	return func() int {
@@ -438,7 +442,8 @@ type rollout struct{ seconds, rss, calls float64 }
 
 // relisted tells whether the API server (since it started) has sent a whole list of each kind
 // the controller caches: a watch list's initial events (client-go's default since 1.35) or a
-// LIST, in the server's own metrics.
+// LIST, in the server's own metrics. The benchmark lists groups itself; the records and
+// bindings only the controller lists.
 func (e *env) relisted() bool {
 	raw, err := kubernetes.NewForConfigOrDie(e.cfg).RESTClient().Get().AbsPath("/metrics").DoRaw(e.ctx)
 	if err != nil {
