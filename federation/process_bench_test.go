@@ -487,6 +487,7 @@ func restartsByLimit(b *testing.B, e *env, bin, kc string, limits []string, lbs,
 		rollout               rollout
 	}
 	got := map[string][]round{}
+	rolledOut := false // apiServerRollout ran (not left out by LBFED_BENCH_ROLLOUT=0)
 	for _, limit := range limits {
 		start := time.Now()
 		p := startLbfedController(b, bin, kc, "GOMEMLIMIT="+limit)
@@ -495,7 +496,7 @@ func restartsByLimit(b *testing.B, e *env, bin, kc string, limits []string, lbs,
 		b.Logf("GOMEMLIMIT=%s: resync %.2f s, peak RSS %.1f MiB, controller CPU %.2f s, %.0f collections, heap %.1f MB",
 			limit, r.resync, r.rss, r.cpu, r.gcs, p.metric("go_memstats_heap_alloc_bytes", "")/1e6)
 		if ro, ok := apiServerRollout(b, e, p, groups); ok {
-			r.rollout = ro
+			r.rollout, rolledOut = ro, true
 			b.Logf("GOMEMLIMIT=%s: rollout peak RSS %.1f MiB, relisted in %.2f s, %.0f driver calls", limit, ro.rss, ro.seconds, ro.calls)
 		}
 		got[limit] = append(got[limit], r)
@@ -515,7 +516,7 @@ func restartsByLimit(b *testing.B, e *env, bin, kc string, limits []string, lbs,
 		b.ReportMetric(med(func(r round) float64 { return r.rss }), "MiB-peak-RSS@"+limit)
 		b.ReportMetric(med(func(r round) float64 { return r.cpu }), "cpu-s@"+limit)
 		b.ReportMetric(med(func(r round) float64 { return r.gcs }), "gcs@"+limit)
-		if os.Getenv("LBFED_BENCH_ROLLOUT") != "0" {
+		if rolledOut {
 			b.ReportMetric(med(func(r round) float64 { return r.rollout.rss }), "MiB-peak-RSS-rollout@"+limit)
 			b.ReportMetric(med(func(r round) float64 { return r.rollout.seconds }), "s-to-relisted@"+limit)
 			b.ReportMetric(med(func(r round) float64 { return r.rollout.calls }), "driver-calls-rollout@"+limit)
