@@ -41,16 +41,20 @@ type BackendGroupReconciler struct {
 	wakeups *recordWakeups // shared with the BackendRecord reconciler by SetupEngine
 	budget  *driverBudget  // idem: the address calls take slots of the drivers' budgets
 	recent  *recentWrites  // record writes the cache does not show yet
+	pacer   *groupPacer    // spaces the reconciles its records' events cause
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
+	start := time.Now()
+	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, start)
 	bg := &lbcfv1beta1.BackendGroup{}
 	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
+		r.pacer.reconciled(req.NamespacedName, start, 0)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bg.DeletionTimestamp != nil {
+		r.pacer.reconciled(req.NamespacedName, start, 0)
 		// Records are owned by the group: the garbage collector (or the record reconciler, when
 		// it finds its owner gone) deletes them, and their finalizers deregister.
 		return ctrl.Result{}, nil
@@ -69,6 +73,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.pacer.reconciled(req.NamespacedName, start, len(existing))
 	// Records this controller has just created or deleted, which the cache does not show yet:
 	// not written again.
 	pending, pendingFor := r.recent.settle(bg.UID, existing, seen, time.Now())

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -188,6 +187,7 @@ func nodeChangePredicate() predicate.Funcs {
 func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
 	r.Defaults()
 	r.recent = newRecentWrites()
+	r.pacer = newGroupPacer()
 	if r.ResyncPeriod <= 0 {
 		r.ResyncPeriod = 5 * time.Minute
 	}
@@ -221,7 +221,7 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 		Named("backendgroup").
 		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&lbcfv1beta1.LoadBalancer{}, groupsOfLB).
-		Watches(&lbcfv1beta1.BackendRecord{}, delayedOwnerHandler(time.Second), builder.WithPredicates(recordCountChanged())).
+		Watches(&lbcfv1beta1.BackendRecord{}, r.pacer.ownerHandler(), builder.WithPredicates(recordCountChanged())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
@@ -354,25 +354,4 @@ func SetupMember(ctx context.Context, mgr ctrl.Manager, opts Options, budget int
 		return fmt.Errorf("readiness gate controller: %w", err)
 	}
 	return nil
-}
-
-// delayedOwnerHandler enqueues a record's group a little later: thousands of records turning
-// Registered then cost one group reconcile, not thousands.
-func delayedOwnerHandler(delay time.Duration) handler.EventHandler {
-	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == lbcfv1beta1.KindBackendGroup {
-			q.AddAfter(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}, delay)
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-	}
 }
