@@ -83,6 +83,9 @@ type env struct {
 	lbID string
 	// reg holds the federation's metrics of the running controller.
 	reg *prometheus.Registry
+	// onManager, when set, sees the controller's manager before it starts (benchmarks trace its
+	// cache).
+	onManager func(ctrl.Manager)
 }
 
 func newEnv(t *testing.T, grace time.Duration) *env { return newEnvTB(t, grace) }
@@ -134,6 +137,9 @@ func (e *env) startController(grace time.Duration) (stop func()) {
 	}
 	_, err = federation.Setup(ctx, mgr, opts)
 	e.g.Expect(err).NotTo(HaveOccurred())
+	if e.onManager != nil {
+		e.onManager(mgr)
+	}
 	done := make(chan error, 1)
 	mctx, mcancel := context.WithCancel(ctx)
 	go func() { done <- mgr.Start(mctx) }()

@@ -1,6 +1,7 @@
 package federation_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path"
@@ -12,9 +13,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
 // stages is a benchmark's timeline: when each kind of event (an API write of the controller, a
@@ -60,12 +64,45 @@ func (s *stages) table() string {
 		fmt.Fprintf(w, "%s\t%d\t%.2f\t%.2f\n", n, len(t), t[0].Seconds(), t[len(t)-1].Seconds())
 	}
 	_ = w.Flush()
+	b.WriteString(s.timeline(names))
 	fmt.Fprintf(&b, "changes per device commit: %v\n", s.sizes)
 	took := make([]string, len(s.took))
 	for i, d := range s.took {
 		took[i] = fmt.Sprintf("%.2f", d.Seconds())
 	}
 	fmt.Fprintf(&b, "seconds per device commit: %v\n", took)
+	return b.String()
+}
+
+// timelineStep is the width of a column of the timeline.
+const timelineStep = 500 * time.Millisecond
+
+// timeline counts each stage's events per timelineStep: whether the API server was kept busy
+// while the device committed, and what the last step waited for. s.mu is held.
+func (s *stages) timeline(names []string) string {
+	cols := 0
+	for _, t := range s.at {
+		cols = max(cols, int(t[len(t)-1]/timelineStep)+1)
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprint(w, "per 0.5 s from\t")
+	for c := 0; c < cols; c++ {
+		fmt.Fprintf(w, "%.1f\t", (time.Duration(c) * timelineStep).Seconds())
+	}
+	fmt.Fprintln(w)
+	for _, n := range names {
+		counts := make([]int, cols)
+		for _, d := range s.at[n] {
+			counts[int(d/timelineStep)]++
+		}
+		fmt.Fprintf(w, "%s\t", n)
+		for _, c := range counts {
+			fmt.Fprintf(w, "%d\t", c)
+		}
+		fmt.Fprintln(w)
+	}
+	_ = w.Flush()
 	return b.String()
 }
 
@@ -90,6 +127,22 @@ func (s *stages) traceAPI(cfg *rest.Config) *rest.Config {
 		})
 	})
 	return cfg
+}
+
+// traceCache marks when the controller's cache shows a record created or deleted: how far its
+// watch trails the API writes.
+func (s *stages) traceCache(mgr ctrl.Manager) {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &lbcfv1beta1.BackendRecord{})
+	if err != nil {
+		panic(err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.mark("cache: backendrecords added") },
+		DeleteFunc: func(any) { s.mark("cache: backendrecords deleted") },
+	})
+	if err != nil {
+		panic(err)
+	}
 }
 
 // traceDriver marks every webhook call when it arrives and when it is answered.
