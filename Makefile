@@ -119,8 +119,8 @@ docs:
 
 $(HELM):
 	@mkdir -p $(TOOLBIN)
-	cd hack/helm && $(GO) build -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@.tmp helm.sh/helm/v4/cmd/helm
-	mv $@.tmp $@
+	cd hack/helm && $(GO) build -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)" -o $@.tmp.$$PPID helm.sh/helm/v4/cmd/helm
+	mv $@.tmp.$$PPID $@
 
 ## chart-crds: copy the generated CRDs into both charts (the chart tests fail when they differ).
 chart-crds:
