@@ -106,7 +106,7 @@ func (p *groupPacer) ownerHandler() handler.EventHandler {
 			q.AddAfter(key, d)
 			return
 		}
-		q.Add(key)
+		q.Add(key) // not AddAfter(key, 0): that bypasses the metered queue's Add and its gauge
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
