@@ -51,9 +51,12 @@ func (o *Options) addrRequest(ctx context.Context, b AddrRequestBuilder, br *lbc
 // addrPreGenerator asks drivers for the addresses of the records one BackendGroup reconcile is
 // about to create. It is best effort: any failure, Running answer, busy or degraded driver
 // leaves the record to generate its address itself, and the first failure stops it for the
-// rest of the batch, so that a failing or hanging driver costs at most one short wait
-// (preGenerateTimeout) per reconcile. Its calls take a slot of the driver's budget while they
-// run, so a driver never sees more calls at once than its budget.
+// rest of the batch, so that a failing or hanging driver costs at most two short waits
+// (preGenerateTimeout each: for a slot of the address reserve, then the call) per reconcile.
+// Its calls take a slot of the driver's budget while they run, so a driver never sees more
+// calls at once than its budget; a share of that budget is kept for them
+// (driverBudget.addrReserve), so a budget full of the records' calls does not cost the records
+// created meanwhile a write.
 type addrPreGenerator struct {
 	r        *BackendGroupReconciler
 	groupUID string
@@ -102,10 +105,13 @@ func (p *addrPreGenerator) generate(ctx context.Context, br *lbcfv1beta1.Backend
 		return false
 	}
 	ep, ok := p.eps[br.Spec.LBDriver]
-	if !ok || !p.r.budget.tryAcquire(ep.Name) {
+	if !ok || !p.acquire(ctx, ep.Name) {
 		return false // a busy or degraded driver: its records wait in its line as before
 	}
-	defer p.r.budget.release(ctx, ep.Name, false)
+	defer p.r.budget.releaseAddr(ctx, ep.Name)
+	if p.stopped.Load() {
+		return false // failed while this one waited for a slot: at most one wait a reconcile
+	}
 	// The record has no UID yet: its recordID names the group and the record, as Bind's
 	// createLoadBalancer(<bindUID>-<lbName>) names an object that does not exist yet.
 	req, ok, err := p.r.addrRequest(ctx, p.r.Addr, br, driver.RecordID(driver.GenerateBackendAddr, p.groupUID+"-"+br.Name))
@@ -125,6 +131,14 @@ func (p *addrPreGenerator) generate(ctx context.Context, br *lbcfv1beta1.Backend
 	}
 	br.Annotations[AnnotationBackendAddr] = rsp.BackendAddr
 	return true
+}
+
+// acquire takes a slot of drv's budget for an address call, waiting at most preGenerateTimeout
+// for one of the reserve (see driverBudget.acquireAddr).
+func (p *addrPreGenerator) acquire(ctx context.Context, drv string) bool {
+	ctx, cancel := context.WithTimeout(ctx, preGenerateTimeout)
+	defer cancel()
+	return p.r.budget.acquireAddr(ctx, drv)
 }
 
 // created emits the SuccGenerateAddr event of a record created with a generated address.

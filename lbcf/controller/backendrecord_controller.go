@@ -51,7 +51,7 @@ func (r *BackendRecordReconciler) init() {
 		r.wakeups = newRecordWakeups()
 	}
 	if r.budget == nil {
-		r.budget = newDriverBudget(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.wake)
+		r.budget = newRecordDriverBudget(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.wake)
 	}
 }
 

@@ -16,8 +16,17 @@ import (
 //
 // A driver is degraded while its healthz says unhealthy or since one of its calls timed out
 // (until one is answered): it then gets the smaller budget, so it slows only its own records.
+//
+// Part of a healthy driver's budget (addrReserve) is kept for the BackendGroup reconciler's
+// generateBackendAddr calls before it creates records (acquireAddr): the records' own calls
+// never take it. Without it, the budget was full through every large burst (its calls wait for
+// the device's commits) and the records created meanwhile went without an address: each cost a
+// third API write and came to the driver a write later than the rest, a straggling commit of its
+// own at the end of the burst. Whatever the split, a driver never sees more calls at once than
+// its budget.
 type driverBudget struct {
 	size, degradedSize int
+	addrReserve        int
 	wake               func(context.Context, types.NamespacedName)
 
 	mu      sync.Mutex
@@ -25,14 +34,32 @@ type driverBudget struct {
 }
 
 type driverSlots struct {
-	inFlight int
-	timedOut bool // the last answered-or-not call timed out
-	parked   []types.NamespacedName
-	isParked map[types.NamespacedName]bool
+	inFlight     int // the records' calls
+	addrInFlight int // generateBackendAddr calls before records are created (acquireAddr)
+	// addrFreed is closed when an address call's slot is returned, for the address calls waiting
+	// for one (nil while none waits).
+	addrFreed chan struct{}
+	timedOut  bool // the last answered-or-not call timed out
+	parked    []types.NamespacedName
+	isParked  map[types.NamespacedName]bool
 }
+
+// addrReserveShare is the share of a driver's budget kept for address calls before records are
+// created: 24 of the default 384. Such a call answers in milliseconds (nothing reaches a device),
+// so a few slots serve the group's record writes (WriteParallelism at a time, at the API server's
+// pace, each waiting for a slot of the reserve at most preGenerateTimeout); a budget under 16
+// keeps none, and its address calls take free slots only, never waiting.
+const addrReserveShare = 16
 
 func newDriverBudget(size, degradedSize int, wake func(context.Context, types.NamespacedName)) *driverBudget {
 	return &driverBudget{size: max(size, 1), degradedSize: max(min(degradedSize, size), 1), wake: wake, drivers: map[string]*driverSlots{}}
+}
+
+// newRecordDriverBudget is the records' budget: newDriverBudget with a share kept for address calls.
+func newRecordDriverBudget(size, degradedSize int, wake func(context.Context, types.NamespacedName)) *driverBudget {
+	b := newDriverBudget(size, degradedSize, wake)
+	b.addrReserve = b.size / addrReserveShare
+	return b
 }
 
 func (b *driverBudget) slots(drv string) *driverSlots {
@@ -44,11 +71,15 @@ func (b *driverBudget) slots(drv string) *driverSlots {
 	return s
 }
 
-func (b *driverBudget) limit(s *driverSlots, unhealthy bool) int {
+// free is how many more of the records' calls drv takes now: within their limit (the budget less
+// the address reserve, or the degraded budget), and with the address calls in flight within the
+// whole budget.
+func (b *driverBudget) free(s *driverSlots, unhealthy bool) int {
+	limit := b.size - b.addrReserve
 	if unhealthy || s.timedOut {
-		return b.degradedSize
+		limit = min(b.degradedSize, limit)
 	}
-	return b.size
+	return min(limit-s.inFlight, b.size-s.inFlight-s.addrInFlight)
 }
 
 // acquire takes one of drv's slots for key, or parks key until one frees up and reports false.
@@ -56,7 +87,7 @@ func (b *driverBudget) acquire(drv string, unhealthy bool, key types.NamespacedN
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.slots(drv)
-	if s.inFlight < b.limit(s, unhealthy) {
+	if b.free(s, unhealthy) > 0 {
 		s.inFlight++
 		if s.isParked[key] {
 			// Requeued by something else (its safety-net requeue, a change) before its turn: it
@@ -74,18 +105,41 @@ func (b *driverBudget) acquire(drv string, unhealthy bool, key types.NamespacedN
 	return false
 }
 
-// tryAcquire takes one of drv's slots if one is free, nobody waits in line and the driver is
-// not degraded; it parks nothing. For calls that are only worth making when they cost no wait
-// (the BackendGroup reconciler's generateBackendAddr before a record is created).
-func (b *driverBudget) tryAcquire(drv string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.slots(drv)
-	if s.timedOut || len(s.parked) > 0 || s.inFlight >= b.size {
-		return false
+// acquireAddr takes one of drv's slots for a generateBackendAddr call before a record is
+// created: one of the address reserve, or beyond it a slot no record waits for. While the
+// reserve's slots are all taken it waits for one (such calls answer in milliseconds) until ctx
+// ends; it never waits for the records' slots, and gives up at once on a degraded driver or a
+// budget without a reserve. releaseAddr returns the slot.
+func (b *driverBudget) acquireAddr(ctx context.Context, drv string) bool {
+	for {
+		b.mu.Lock()
+		s := b.slots(drv)
+		if s.timedOut {
+			b.mu.Unlock()
+			return false
+		}
+		if s.inFlight+s.addrInFlight < b.size && (s.addrInFlight < b.addrReserve || len(s.parked) == 0) {
+			s.addrInFlight++
+			b.mu.Unlock()
+			return true
+		}
+		if b.addrReserve == 0 {
+			b.mu.Unlock()
+			return false
+		}
+		// Here addrInFlight >= addrReserve: the records never take the reserve, so an address
+		// call's end frees a slot this call may take.
+		if s.addrFreed == nil {
+			s.addrFreed = make(chan struct{})
+		}
+		freed := s.addrFreed
+		b.mu.Unlock()
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return false
+		}
 	}
-	s.inFlight++
-	return true
 }
 
 // observe notes the outcome of one call to drv: a timeout degrades the driver, an answer (even a
@@ -96,19 +150,34 @@ func (b *driverBudget) observe(drv string, timedOut bool) {
 	b.slots(drv).timedOut = timedOut
 }
 
-// release returns a slot of drv and requeues the parked records that now fit.
+// release returns a slot of drv a record's call held and requeues the parked records that now fit.
 func (b *driverBudget) release(ctx context.Context, drv string, unhealthy bool) {
+	b.returnSlot(ctx, drv, unhealthy, func(s *driverSlots) { s.inFlight-- })
+}
+
+// releaseAddr returns a slot acquireAddr took (its driver was healthy).
+func (b *driverBudget) releaseAddr(ctx context.Context, drv string) {
+	b.returnSlot(ctx, drv, false, func(s *driverSlots) {
+		s.addrInFlight--
+		if s.addrFreed != nil {
+			close(s.addrFreed)
+			s.addrFreed = nil
+		}
+	})
+}
+
+func (b *driverBudget) returnSlot(ctx context.Context, drv string, unhealthy bool, give func(*driverSlots)) {
 	b.mu.Lock()
 	s := b.slots(drv)
-	s.inFlight--
+	give(s)
 	var wake []types.NamespacedName
-	for n := b.limit(s, unhealthy) - s.inFlight; n > 0 && len(s.parked) > 0; n-- {
+	for n := b.free(s, unhealthy); n > 0 && len(s.parked) > 0; n-- {
 		key := s.parked[0]
 		s.parked = s.parked[1:]
 		delete(s.isParked, key)
 		wake = append(wake, key)
 	}
-	if s.inFlight == 0 && len(s.parked) == 0 && !s.timedOut {
+	if s.inFlight == 0 && s.addrInFlight == 0 && len(s.parked) == 0 && !s.timedOut {
 		delete(b.drivers, drv) // drivers come and go: keep only those with something going on
 	}
 	b.mu.Unlock()

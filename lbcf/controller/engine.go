@@ -57,8 +57,9 @@ type Options struct {
 	// × 100ms and more): with 16, 5,000 record creations were paced by their own latency while
 	// the records' status writes took the rest of the API server.
 	WriteParallelism int
-	// DriverCallBudget bounds the record reconciles calling one driver at once, so that a driver
-	// whose calls hang holds at most that many of the BackendRecordWorkers (0: half of them).
+	// DriverCallBudget bounds the calls to one driver at once, so that a driver whose calls hang
+	// holds at most that many of the BackendRecordWorkers (0: three quarters of them); a
+	// sixteenth of it is kept for the BackendGroup reconciler's generateBackendAddr calls.
 	// DegradedDriverCallBudget applies instead while the driver's healthz says unhealthy or since
 	// one of its calls timed out (0: 2); it bounds the driver's LoadBalancer reconciles too,
 	// which otherwise get half of the LoadBalancerWorkers per driver.

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
 )
@@ -106,4 +107,42 @@ func TestHangingDriverDoesNotStallOtherLoadBalancers(t *testing.T) {
 	now, peak := hang.InFlight(driver.CreateLoadBalancer)
 	g.Expect(now).To(BeNumerically(">", 0), "the hanging calls are still open")
 	g.Expect(peak).To(BeNumerically("<=", 4), "half of the 8 workers")
+}
+
+// Records created while a driver's budget is full of the records' calls still get their address
+// before they are created (two writes a backend, not three): a share of the budget is kept for
+// the group's generateBackendAddr calls, and the driver still sees no more calls than its budget.
+func TestRecordsCreatedWhileDriverBusyKeepTheirAddress(t *testing.T) {
+	e := newEnv(t)
+	g := e.g
+	opts := fastOptions()
+	opts.BackendRecordWorkers = 48
+	opts.DriverCallBudget = 32 // of which 2 are kept for address calls
+	e.start(opts)
+	long := metav1.Duration{Duration: time.Minute}
+	busy := e.secondDriver("busy", func(d *lbcfv1beta1.LoadBalancerDriver) {
+		d.Spec.Webhooks = []lbcfv1beta1.WebhookConfig{{Name: driver.EnsureBackend, Timeout: long}}
+	})
+	busy.Inject(driver.EnsureBackend, memdriver.Fault{Latency: time.Hour}) // a device commit that takes its time
+	e.lb("lbb", "busy")
+	e.lbID("lbb")
+	for i := 0; i < 40; i++ {
+		e.pod("first-"+itoa(int32(i)), "first", "10.8.0."+itoa(int32(i+1)))
+	}
+	e.podGroup("first", []string{"lbb"}, []int32{80})
+	g.Eventually(func() int { n, _ := busy.InFlight(driver.EnsureBackend); return n }, wait).Should(Equal(30),
+		"the records' calls fill their part of the budget; the other 10 records wait in line")
+
+	for i := 0; i < 5; i++ {
+		e.pod("late-"+itoa(int32(i)), "late", "10.9.0."+itoa(int32(i+1)))
+	}
+	e.podGroup("late", []string{"lbb"}, []int32{80})
+	g.Eventually(func() []lbcfv1beta1.BackendRecord { return e.records("late") }, wait).Should(HaveLen(5))
+	for _, br := range e.records("late") {
+		g.Expect(br.Annotations).To(HaveKeyWithValue(controller.AnnotationBackendAddr, Not(BeEmpty())),
+			"record %s was created with its address while the driver was busy", br.Name)
+	}
+	ensures, ensurePeak := busy.InFlight(driver.EnsureBackend)
+	g.Expect(ensures).To(Equal(30), "the busy driver's calls were still open")
+	g.Expect(ensurePeak).To(Equal(30), "the records' calls never took the address calls' share")
 }

@@ -325,7 +325,7 @@ func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src Backen
 		return fmt.Errorf("load balancer controller: %w", err)
 	}
 	wakeups := newRecordWakeups()
-	budget := newDriverBudget(opts.DriverCallBudget, opts.DegradedDriverCallBudget, wakeups.wake)
+	budget := newRecordDriverBudget(opts.DriverCallBudget, opts.DegradedDriverCallBudget, wakeups.wake)
 	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
