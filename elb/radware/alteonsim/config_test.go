@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+
+	. "github.com/onsi/gomega"
 )
 
 // scanChildren is what children computed before the parent index: every row of the table.
@@ -99,4 +101,57 @@ func TestConfigIndexAndMemoFollowTheTables(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A change to a row that the configurations share (see row) is made on a copy: running and
+// flash keep what was applied and saved until the next apply and save.
+func TestChangedRowLeavesTheOtherConfigurations(t *testing.T) {
+	g := NewWithT(t)
+	d, c := startDevice(t, Options{})
+	c.ok("POST", "/SlbNewCfgEnhRealServerTable/rs1", `{"IpAddr":"10.0.0.1","State":2}`)
+	g.Expect(c.apply()).To(Equal("4"))
+	c.ok("POST", "?action=save", "")
+	g.Expect(c.waitState("agSaveConfig")).To(Equal("4"))
+	c.ok("PUT", "/SlbNewCfgEnhRealServerTable/rs1", `{"IpAddr":"10.0.0.9","State":3}`)
+	g.Expect(d.Snapshot(Pending).RealServer("rs1")).To(HaveKeyWithValue("IpAddr", "10.0.0.9"))
+	for _, w := range []Which{Running, Flash} {
+		g.Expect(d.Snapshot(w).RealServer("rs1")).To(And(HaveKeyWithValue("IpAddr", "10.0.0.1"), HaveKeyWithValue("State", int64(2))), "configuration %d", w)
+	}
+	c.ok("POST", "?action=revert", "")
+	g.Expect(d.Snapshot(Pending).RealServer("rs1")).To(HaveKeyWithValue("IpAddr", "10.0.0.1"))
+}
+
+// BenchmarkConfigClone copies a configuration of 2,000 real servers in 1,000 groups (what an
+// apply, a save and each side of a sync copy): "rows copied" is the former copy of every row,
+// the baseline in the same run.
+func BenchmarkConfigClone(b *testing.B) {
+	c := newConfig()
+	for i := 0; i < 2000; i++ {
+		rs, grp := fmt.Sprintf("rs%d", i), fmt.Sprintf("g%d", i/2)
+		c.put(stRealServer, &row{idx: []any{rs}, vals: map[string]any{"IpAddr": fmt.Sprintf("10.0.%d.%d", i/250, i%250), "State": int64(2), "Name": "lbfed-" + rs}})
+		c.put(stRealPort, &row{idx: []any{rs, int64(1)}, vals: map[string]any{"RealPort": int64(80)}})
+		c.put(stGroup, &row{idx: []any{grp}, vals: map[string]any{"Name": "lbfed-" + grp}})
+		c.put(stGroupMember, &row{idx: []any{grp, rs}, vals: map[string]any{"State": int64(1)}})
+	}
+	b.Run("rows copied", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			out := &config{tables: map[string]map[string]*row{}, under: map[string]map[string]map[string]*row{}, ver: c.ver}
+			for name, rows := range c.tables {
+				t := make(map[string]*row, len(rows))
+				for k, r := range rows {
+					r = r.clone()
+					t[k] = r
+					out.index(name, k, r)
+				}
+				out.tables[name] = t
+			}
+		}
+	})
+	b.Run("rows shared", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			c.clone()
+		}
+	})
 }
