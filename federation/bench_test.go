@@ -166,6 +166,16 @@ func profileOwnCPU(tb testing.TB) (stop func()) {
 // under a saturated API server the watch trails the writes by up to 1.5 s, and the record
 // reconciles (so the driver calls) follow the watch in clumps.
 //
+// 2026-12-02, later (bare writes 4.6-7.4 s): in 5 of 15 runs of bb7aafa the call budget was full
+// while the group created records, so it skipped their generateBackendAddr and 30-109 records
+// each wrote their own address (a status PATCH, "api PATCH backendrecords/status" in the stage
+// table: 2.06-2.22 writes a new backend) and reached the driver a write later, often a commit of
+// their own at the end ([3 213 268 268 193 30 2 22]: 30 such PATCHes, then a commit of 30). With a
+// sixteenth of the budget kept for those calls (driverBudget.addrReserve), 0 in 15 runs; applies
+// 5-11 before and 6-9 after (median 7 both), x-bare-writes median 1.20 before and 1.18 after
+// (0.95-1.77, 0.90-1.40: the day's noise). The simulated pair's copies of its configurations were
+// 11.6 % of this process's CPU, 4.2 % since they share their rows.
+//
 // The floor is measured beside the figure in the same run since 2026-11-29: the controller is
 // stopped and its record writes are replayed by a bare client into a namespace of their own
 // (testenv.Replay: the 999 records as they were before the change written first, unmeasured;

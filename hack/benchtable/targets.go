@@ -66,6 +66,7 @@ var targets = []target{
 	{Pkg: "e2e/scale", Bench: "BenchmarkCandidatesAcrossMembers", Unit: "registered-over-budget", BaselineUnit: "pods-over-budget"},
 	{Pkg: "elb/radware", Bench: "BenchmarkBackendChanges/coalesced", Unit: "*", BaselineBench: "BenchmarkBackendChanges/per-call"},
 	{Pkg: "elb/radware", Bench: "BenchmarkPoisonedBatch/isolated/*", Unit: "*", BaselineBench: "BenchmarkPoisonedBatch/legacy/poison-retried"},
+	{Pkg: "elb/radware/alteonsim", Bench: "BenchmarkConfigClone/rows-shared", Unit: "*", BaselineBench: "BenchmarkConfigClone/rows-copied"},
 	{Pkg: "elb/bfe", Bench: "BenchmarkGenerateValidate/*", Unit: "ns/op", BaselineBench: "BenchmarkGenerateValidate/baseline-marshal-model"},
 	{Pkg: "lbcf/driver", Bench: "BenchmarkServerCall/*", Unit: "ns/op", BaselineBench: "BenchmarkServerCall/http"},
 	{Pkg: "watchdecode", Bench: "BenchmarkWatchDecode/watchdecode", Unit: "us/event", BaselineBench: "BenchmarkWatchDecode/client-go"},

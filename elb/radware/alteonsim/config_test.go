@@ -122,7 +122,7 @@ func TestChangedRowLeavesTheOtherConfigurations(t *testing.T) {
 }
 
 // BenchmarkConfigClone copies a configuration of 2,000 real servers in 1,000 groups (what an
-// apply, a save and each side of a sync copy): "rows copied" is the former copy of every row,
+// apply, a save and each side of a sync copy): "rows-copied" is the former copy of every row,
 // the baseline in the same run.
 func BenchmarkConfigClone(b *testing.B) {
 	c := newConfig()
@@ -133,7 +133,7 @@ func BenchmarkConfigClone(b *testing.B) {
 		c.put(stGroup, &row{idx: []any{grp}, vals: map[string]any{"Name": "lbfed-" + grp}})
 		c.put(stGroupMember, &row{idx: []any{grp, rs}, vals: map[string]any{"State": int64(1)}})
 	}
-	b.Run("rows copied", func(b *testing.B) {
+	b.Run("rows-copied", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			out := &config{tables: map[string]map[string]*row{}, under: map[string]map[string]map[string]*row{}, ver: c.ver}
@@ -148,7 +148,7 @@ func BenchmarkConfigClone(b *testing.B) {
 			}
 		}
 	})
-	b.Run("rows shared", func(b *testing.B) {
+	b.Run("rows-shared", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			c.clone()
