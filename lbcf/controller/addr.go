@@ -110,7 +110,7 @@ func (p *addrPreGenerator) generate(ctx context.Context, br *lbcfv1beta1.Backend
 	}
 	defer p.r.budget.releaseAddr(ctx, ep.Name)
 	if p.stopped.Load() {
-		return false // failed while this one waited for a slot: at most one wait a reconcile
+		return false // another call failed while this one waited for its slot: no call after the first failure
 	}
 	// The record has no UID yet: its recordID names the group and the record, as Bind's
 	// createLoadBalancer(<bindUID>-<lbName>) names an object that does not exist yet.
