@@ -176,6 +176,19 @@ func profileOwnCPU(tb testing.TB) (stop func()) {
 // (0.95-1.77, 0.90-1.40: the day's noise). The simulated pair's copies of its configurations were
 // 11.6 % of this process's CPU, 4.2 % since they share their rows.
 //
+// Tried and not kept (stop 38): the group handing the records it creates and deletes straight to
+// the record reconciler, with the version the API server answered, instead of their driver calls
+// waiting for the watch (which trails the writes by 0.5-2 s here). The driver calls then ended
+// with the group's last write instead of up to 2.7 s after it, but the records' own writes
+// (Registered, finalizer removals) now ran beside the group's, which ended later by as much
+// (3.77 → 5.56 s in a pair), and the calls came at the pace of the writes rather than in the
+// watch's clumps: smaller commits. 15 alternating pairs against be2e994: x-bare-writes median
+// 1.11 (0.83-1.48, 15 runs) against 1.17 (1.05-1.40, 10 runs; finalizers removed by a merge patch)
+// and 1.19 (1.11-1.23, 5 runs; the delete's answer kept through a REST client, finalizers removed
+// by an update); applies median 7 (6-9) against 7.5 (6-11) and 8 (7-9). The watch's lag is the
+// saturated API server's, not a delay of its own: with the writes the bound, starting the calls
+// earlier moves nothing.
+//
 // The floor is measured beside the figure in the same run since 2026-11-29: the controller is
 // stopped and its record writes are replayed by a bare client into a namespace of their own
 // (testenv.Replay: the 999 records as they were before the change written first, unmeasured;
