@@ -267,6 +267,16 @@ func parallel(n int, f func(i int) error) {
 // resync 32.7, 27.2 against 26.4, 26.9 s; RSS 494.8, 496.0 against 480.2, 484.5 MiB; rollout
 // 488.4, 495.8 against 485.7, 489.8 MiB. From scratch with a relist at 464MiB: 491.0 MiB. The
 // chart's default is 464MiB since.
+// 2026-12-02, after the group pacer and the address reserve (369dd29), two full-size worlds in
+// one session, nothing else running. The first: from scratch 2,044 s, peak RSS 548.4 MiB;
+// restart resync 80.75 s with 104.2 s of API-server CPU, peak RSS 480.2 MiB, 0 driver calls,
+// 0 idle reconciles, idle CPU 12.75 ms/s; rollout 494.3 MiB, 0 calls, relisted in 129.3 s. The
+// second (controller logs and gctrace kept, no rollout): from scratch 1,550 s, 462.3 MiB;
+// restarts 37.55 s (34.2 s of API-server CPU, 485.9 MiB, 0 calls, 0 idle reconciles, 12.33
+// ms/s) and 40.04 s at 464MiB (478.6 MiB, 30 collections), 36.02 and 41.74 s at 800MiB
+// (739-761 MiB, 22-23). The first world's figures look like a relist's, as above (the API
+// server's CPU three times the second's, the from-scratch RSS over 512), unconfirmed: that run
+// kept no reflector log.
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {
