@@ -51,6 +51,12 @@ func buildLbfedController(tb testing.TB) string {
 var controllerLogs int
 
 func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) *controllerProcess {
+	return startLbfedControllerWith(tb, bin, kubeconfig, nil, env...)
+}
+
+// startLbfedControllerWith starts the controller with more flags (after the benchmark's own and
+// LBFED_BENCH_CONTROLLER_ARGS).
+func startLbfedControllerWith(tb testing.TB, bin, kubeconfig string, args []string, env ...string) *controllerProcess {
 	mp := testenv.FreePort(tb)
 	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
 	// With the front doors, as the chart runs it: the test API server serves stand-ins of the
@@ -60,6 +66,7 @@ func startLbfedController(tb testing.TB, bin, kubeconfig string, env ...string) 
 	// Extra flags for an experiment, e.g. -vmodule=reflector=4 to log the informers' lists and
 	// watch ends.
 	p.cmd.Args = append(p.cmd.Args, strings.Fields(os.Getenv("LBFED_BENCH_CONTROLLER_ARGS"))...)
+	p.cmd.Args = append(p.cmd.Args, args...)
 	logPath := filepath.Join(tb.TempDir(), "lbfed-controller.log")
 	if prefix := os.Getenv("LBFED_BENCH_CONTROLLER_LOG"); prefix != "" {
 		controllerLogs++
@@ -314,53 +321,11 @@ func BenchmarkRestartResync(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-resynced")
 		b.ReportMetric((testenv.ControlPlaneCPU(b) - cp0).Seconds(), "cp-cpu-s-resync")
 		apiProfiled()
-		// Idle: nothing changes. The controller is alive (its metrics answer, and it reconciled
-		// every object just before). In the first grace period (a minute) after the restart each
-		// group is looked at once more (members are re-observed); after that, what the process
-		// does while nothing changes should grow with nothing: measured over the next two minutes
-		// (idleWindow).
-		kinds := []string{"BackendGroup", "LoadBalancer", "BackendRecord"}
-		reconciled := func() (n []float64) {
-			for _, k := range kinds {
-				n = append(n, p.metric("key_process_latency_count", `crd="`+k+`"`))
-			}
-			return n
-		}
-		time.Sleep(70 * time.Second)
-		// The scrapes stay outside the CPU window: they are the benchmark's, not idle work.
-		before, gc0 := reconciled(), p.metric("go_gc_duration_seconds_count", "")
-		alloc0 := p.metric("go_memstats_alloc_bytes_total", "")
-		profiled := make(chan struct{})
-		if path := os.Getenv("LBFED_BENCH_IDLE_CPU_PROFILE"); path != "" {
-			// The profile is what the idle window's CPU was spent on; its 100 Hz sampling is
-			// in the figure too (a few µs a second).
-			go func() {
-				defer close(profiled)
-				if err := p.saveProfile(fmt.Sprintf("profile?seconds=%d", int(idleWindow.Seconds())), path); err != nil {
-					b.Log("idle CPU profile:", err)
-				}
-			}()
-		} else {
-			close(profiled)
-		}
-		cpu0 := p.cpuTime()
-		time.Sleep(idleWindow)
-		cpu1 := p.cpuTime()
-		<-profiled
-		after, gc1 := reconciled(), p.metric("go_gc_duration_seconds_count", "")
-		// What the idle process allocates drives its collections: with GOMEMLIMIT near the live
-		// heap, each few megabytes allocated start one.
-		b.ReportMetric((p.metric("go_memstats_alloc_bytes_total", "")-alloc0)/1024/idleWindow.Seconds(), "alloc-KiB/s-idle")
-		// Collections in the idle window: the runtime forces one every two minutes when nothing
-		// else starts one, and its marking grows with the live heap.
-		b.ReportMetric(gc1-gc0, "gcs-idle")
-		e.g.Expect(after[0]).To(BeNumerically(">=", before[0]), "the controller answers its metrics")
-		b.ReportMetric(float64((cpu1-cpu0).Milliseconds())/idleWindow.Seconds(), "cpu-ms/s-idle")
-		idle := 0.0
-		for i := range kinds {
-			idle += after[i] - before[i]
-		}
-		b.ReportMetric(idle, "reconciles-idle")
+		idle := measureIdle(b, e, p)
+		b.ReportMetric(idle.allocKiBps, "alloc-KiB/s-idle")
+		b.ReportMetric(idle.gcs, "gcs-idle")
+		b.ReportMetric(idle.cpuMsPerS, "cpu-ms/s-idle")
+		b.ReportMetric(idle.reconciles, "reconciles-idle")
 		b.ReportMetric(float64(mutatingCalls(e.drv.Calls())), "driver-calls")
 		b.ReportMetric(p.peakRSS(), "MiB-peak-RSS")
 		// The live heap: what the heap holds right after a collection (the profile's gc=1).
@@ -378,9 +343,75 @@ func BenchmarkRestartResync(b *testing.B) {
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 	}
+	if os.Getenv("LBFED_BENCH_IDLE_BASELINE") != "0" {
+		// The baseline of the idle figures, on the same world: the runtime's own collections
+		// (--suspend-idle-gc=false), forced every two minutes.
+		p := startLbfedControllerWith(b, bin, kc, []string{"--suspend-idle-gc=false"}, "GOMEMLIMIT="+chartGoMemLimit(b))
+		e.g.Eventually(p.resynced(lbs, groups, records), 30*time.Minute, 200*time.Millisecond).Should(BeTrue())
+		idle := measureIdle(b, e, p)
+		b.ReportMetric(idle.cpuMsPerS, "cpu-ms/s-idle-forced-gc")
+		b.ReportMetric(idle.gcs, "gcs-idle-forced-gc")
+		b.ReportMetric(idle.reconciles, "reconciles-idle-forced-gc")
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	}
 	if limits := os.Getenv("LBFED_BENCH_RESTART_GOMEMLIMITS"); limits != "" {
 		restartsByLimit(b, e, bin, kc, strings.Split(limits, ","), lbs, groups, records)
 	}
+}
+
+// idleFigures is what measureIdle measured over idleWindow.
+type idleFigures struct{ cpuMsPerS, gcs, allocKiBps, reconciles float64 }
+
+// measureIdle measures the resynced controller p while nothing changes. The controller is alive
+// (its metrics answer, and it reconciled every object just before). In the first grace period (a
+// minute) after the restart each group is looked at once more (members are re-observed); after
+// that, what the process does while nothing changes should grow with nothing: measured over the
+// next two minutes (idleWindow).
+func measureIdle(b *testing.B, e *env, p *controllerProcess) idleFigures {
+	kinds := []string{"BackendGroup", "LoadBalancer", "BackendRecord"}
+	reconciled := func() (n []float64) {
+		for _, k := range kinds {
+			n = append(n, p.metric("key_process_latency_count", `crd="`+k+`"`))
+		}
+		return n
+	}
+	time.Sleep(70 * time.Second)
+	// The scrapes stay outside the CPU window: they are the benchmark's, not idle work.
+	before, gc0 := reconciled(), p.metric("go_gc_duration_seconds_count", "")
+	alloc0 := p.metric("go_memstats_alloc_bytes_total", "")
+	profiled := make(chan struct{})
+	if path := os.Getenv("LBFED_BENCH_IDLE_CPU_PROFILE"); path != "" {
+		// The profile is what the idle window's CPU was spent on; its 100 Hz sampling is in the
+		// figure too (a few µs a second).
+		go func() {
+			defer close(profiled)
+			if err := p.saveProfile(fmt.Sprintf("profile?seconds=%d", int(idleWindow.Seconds())), path); err != nil {
+				b.Log("idle CPU profile:", err)
+			}
+		}()
+	} else {
+		close(profiled)
+	}
+	cpu0 := p.cpuTime()
+	time.Sleep(idleWindow)
+	cpu1 := p.cpuTime()
+	<-profiled
+	after, gc1 := reconciled(), p.metric("go_gc_duration_seconds_count", "")
+	e.g.Expect(after[0]).To(BeNumerically(">=", before[0]), "the controller answers its metrics")
+	f := idleFigures{
+		cpuMsPerS: float64((cpu1 - cpu0).Milliseconds()) / idleWindow.Seconds(),
+		// Collections in the idle window: the runtime forces one every two minutes unless the
+		// controller suspends them (--suspend-idle-gc), and its marking grows with the live heap.
+		gcs: gc1 - gc0,
+		// What the idle process allocates drives its collections: with GOMEMLIMIT near the live
+		// heap, each few megabytes allocated start one.
+		allocKiBps: (p.metric("go_memstats_alloc_bytes_total", "") - alloc0) / 1024 / idleWindow.Seconds(),
+	}
+	for i := range kinds {
+		f.reconciles += after[i] - before[i]
+	}
+	return f
 }
 
 // rolloutAt returns the registered backends, as e.registeredBackends does, and with

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/lbfed/lbfed/frontdoor/service"
+	"github.com/lbfed/lbfed/idlegc"
 	lbcfadmission "github.com/lbfed/lbfed/lbcf/admission"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
@@ -55,6 +56,7 @@ type flags struct {
 	serviceStatus                               bool
 	serviceClass                                string
 	serviceClaimUnclassed                       bool
+	suspendIdleGC                               bool
 }
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	fs.StringVar(&f.driverCA, "driver-ca-file", "", "CA bundle to verify HTTPS drivers (system roots when empty); re-read when it changes.")
 	fs.StringVar(&f.driverClientCert, "driver-client-cert", "", "Client certificate presented to drivers (mutual TLS; elb-driver --client-ca-file); re-read when it changes.")
 	fs.StringVar(&f.driverClientKey, "driver-client-key", "", "Key of the client certificate presented to drivers.")
+	fs.BoolVar(&f.suspendIdleGC, "suspend-idle-gc", true, idlegc.FlagUsage)
 	klog.InitFlags(fs)
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())
@@ -176,6 +179,11 @@ func run(ctx context.Context, f flags) error {
 	}
 	if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
+	}
+	if f.suspendIdleGC {
+		if err := mgr.Add(idlegc.New(idlegc.Options{Log: ctrl.Log.WithName("idlegc"), Suspended: idlegc.NewGauge(ctrlmetrics.Registry)})); err != nil {
+			return err
+		}
 	}
 	if f.webhookConfigURL != "" {
 		if caBundle == nil {

@@ -29,6 +29,9 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/lbfed/lbfed/idlegc"
 )
 
 // component is one part of lbfed-controller.
@@ -58,6 +61,7 @@ func main() {
 	for _, c := range comps {
 		c.addFlags(fs)
 	}
+	suspendIdleGC := fs.Bool("suspend-idle-gc", true, idlegc.FlagUsage)
 	flag.Parse()
 	log := klog.Background()
 	// controller-runtime packages (the certificate watcher) log through this.
@@ -65,16 +69,17 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, comps); err != nil {
+	if err := run(ctx, log, comps, *suspendIdleGC); err != nil {
 		klog.ErrorS(err, "lbfed-controller failed")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 	}
 	klog.Flush()
 }
 
-// run builds every component and runs their runnables until ctx is done or one fails; it
-// returns once all have stopped.
-func run(ctx context.Context, log logr.Logger, comps []component) error {
+// run builds every component and runs their runnables (and, with suspendIdleGC, an idle-GC
+// suspender for the whole process) until ctx is done or one fails; it returns once all have
+// stopped.
+func run(ctx context.Context, log logr.Logger, comps []component, suspendIdleGC bool) error {
 	var all []runnable
 	for _, c := range comps {
 		rs, err := c.runnables(ctx, log.WithName(c.name()))
@@ -85,6 +90,9 @@ func run(ctx context.Context, log logr.Logger, comps []component) error {
 	}
 	if len(all) == 0 {
 		return errors.New("no component enabled")
+	}
+	if suspendIdleGC {
+		all = append(all, idlegc.New(idlegc.Options{Log: log.WithName("idlegc"), Suspended: idlegc.NewGauge(ctrlmetrics.Registry)}))
 	}
 	return runAll(ctx, all)
 }

@@ -62,7 +62,7 @@ func TestRunServesInterpreterWithSelfSignedCertificate(t *testing.T) {
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, logr.Discard(), comps) }()
+	go func() { done <- run(ctx, logr.Discard(), comps, true) }()
 	defer func() {
 		cancel()
 		g.Expect(<-done).To(Succeed())
@@ -112,7 +112,7 @@ func TestRunRejectsBadInterpreterConfiguration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := run(ctx, logr.Discard(), parse(t, args...))
+			err := run(ctx, logr.Discard(), parse(t, args...), false)
 			if err == nil {
 				t.Fatal("run succeeded")
 			}
@@ -171,6 +171,6 @@ func TestRunAllStopsEverythingOnFirstFailure(t *testing.T) {
 func TestMCIRequiresBFEAddress(t *testing.T) {
 	g := NewWithT(t)
 	comps := parse(t, "--interpreter-enabled=false", "--mci-enabled")
-	err := run(context.Background(), logr.Discard(), comps)
+	err := run(context.Background(), logr.Discard(), comps, false)
 	g.Expect(err).To(MatchError(ContainSubstring("--mci-bfe-address is required")))
 }
