@@ -10,9 +10,8 @@
 //
 // So a Suspender watches the runtime's counters and, once the process allocates so little that
 // its heap would take more than twice that period to grow to its goal, turns GOGC off and sets a
-// memory limit at what the process holds now plus the heap growth GOGC allows before its next
-// collection (never above the limit already set, e.g. GOMEMLIMIT). A collection then still comes
-// from growth, after as much of it, never from the clock. The first collection, whatever started
+// memory limit whose heap goal is GOGC's (never above the limit already set, e.g. GOMEMLIMIT). A
+// collection then still comes from growth, after as much of it, never from the clock. The first collection, whatever started
 // it, ends the suspension: GOGC and the memory limit are put back as they were. A process that
 // runs with GOGC off is left alone.
 package idlegc
@@ -65,18 +64,19 @@ func New(opts Options) *Suspender {
 }
 
 // FlagUsage is the help of the commands' --suspend-idle-gc flag.
-const FlagUsage = "While the process allocates too little for its heap to reach its goal in four minutes, suspend the Go runtime's collection forced every two minutes, which marks the whole live heap (GOGC off under a memory limit at what the process holds plus the growth GOGC allows; both restored at the next collection). false keeps the runtime's behaviour."
+const FlagUsage = "While the process allocates too little for its heap to reach its goal in four minutes, suspend the Go runtime's collection forced every two minutes, which marks the whole live heap (GOGC off under a memory limit whose heap goal is GOGC's, never above GOMEMLIMIT; both restored at the next collection). false keeps the runtime's behaviour."
 
 // sample is what one look at the runtime reads.
 type sample struct {
-	at     time.Time
-	cycles uint64 // collections so far
-	allocs uint64 // bytes allocated so far
-	goal   uint64 // heap goal of the running cycle
-	heap   uint64 // bytes in heap spans in use (objects and their spans' unused room)
-	held   uint64 // memory the limit counts: all mapped minus what was released to the OS
-	gogc   int64
-	limit  int64
+	at      time.Time
+	cycles  uint64 // collections so far
+	allocs  uint64 // bytes allocated so far
+	goal    uint64 // heap goal of the running cycle (bytes of heap objects)
+	objects uint64 // bytes of heap objects, live or not yet swept
+	free    uint64 // free heap memory not released to the OS
+	held    uint64 // memory the limit counts: all mapped minus what was released to the OS
+	gogc    int64
+	limit   int64
 }
 
 // runtimeGC is the seam between the policy and the process's runtime.
@@ -135,7 +135,7 @@ func (s *Suspender) Start(ctx context.Context) error {
 // isQuiet tells whether, at the rate allocated between two looks, the heap would take more than
 // twice the forced period to grow to its goal: the next collection would be the clock's.
 func isQuiet(prev, cur sample) bool {
-	if cur.gogc < 0 || cur.goal <= cur.heap || cur.allocs < prev.allocs {
+	if cur.gogc < 0 || cur.goal <= cur.objects || cur.allocs < prev.allocs {
 		return false
 	}
 	dt := cur.at.Sub(prev.at)
@@ -143,21 +143,30 @@ func isQuiet(prev, cur sample) bool {
 		return false
 	}
 	perPeriod := float64(cur.allocs-prev.allocs) * float64(2*ForcedPeriod) / float64(dt)
-	return perPeriod < float64(cur.goal-cur.heap)
+	return perPeriod < float64(cur.goal-cur.objects)
 }
 
-// suspensionLimit is the memory limit while GOGC is off: what the process holds now plus the heap
-// growth GOGC allows before its next collection, at most the limit set (0: none worth setting).
+// suspensionLimit is the memory limit while GOGC is off: the lowest whose heap goal is not below
+// GOGC's (runtime/mgcpacer.go, memoryLimitHeapGoal: the limit less the memory that holds no heap
+// objects, less 3 % or at least 1 MiB of headroom), and at least what the process holds now (a
+// limit under it would have the scavenger return free memory and the collector start early);
+// at most the limit set. So a collection comes after as much growth as GOGC's would, and the
+// process holds no more than the larger of what it holds and what that growth takes.
 func suspensionLimit(s sample) int64 {
-	if s.goal <= s.heap {
+	if s.goal <= s.objects || s.held < s.free+s.objects {
 		return 0
 	}
-	l := s.held + (s.goal - s.heap)
+	nonHeap := s.held - s.free - s.objects
+	l := nonHeap + max(s.goal+s.goal*3/97+1, s.goal+minHeadroom)
+	l = max(l, s.held+minHeadroom)
 	if l > math.MaxInt64 || int64(l) > s.limit {
 		return s.limit
 	}
 	return int64(l)
 }
+
+// minHeadroom is the runtime's memoryLimitMinHeapGoalHeadroom.
+const minHeadroom = 1 << 20
 
 // suspension is what a suspension changed, to be put back.
 type suspension struct {
@@ -175,7 +184,7 @@ func (s *Suspender) suspend(cur sample) *suspension {
 	limit := s.rt.setMemoryLimit(l)
 	gogc := s.rt.setGCPercent(-1)
 	s.opts.Log.V(1).Info("idle: forced collections suspended", "gogc", gogc, "memoryLimit", l, "held", cur.held,
-		"heapGoal", cur.goal, "heap", cur.heap)
+		"heapGoal", cur.goal, "heapObjects", cur.objects)
 	if s.opts.Suspended != nil {
 		s.opts.Suspended(true)
 	}
@@ -200,7 +209,7 @@ var sampleNames = []string{
 	"/gc/heap/allocs:bytes",
 	"/gc/heap/goal:bytes",
 	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/heap/free:bytes",
 	"/memory/classes/total:bytes",
 	"/memory/classes/heap/released:bytes",
 	"/gc/gogc:percent",
@@ -220,14 +229,15 @@ func (processGC) read() sample {
 		return ms[i].Value.Uint64()
 	}
 	return sample{
-		at:     time.Now(),
-		cycles: v(0),
-		allocs: v(1),
-		goal:   v(2),
-		heap:   v(3) + v(4),
-		held:   v(5) - v(6),
-		gogc:   int64(v(7)),
-		limit:  int64(v(8)),
+		at:      time.Now(),
+		cycles:  v(0),
+		allocs:  v(1),
+		goal:    v(2),
+		objects: v(3),
+		free:    v(4),
+		held:    v(5) - v(6),
+		gogc:    int64(v(7)),
+		limit:   int64(v(8)),
 	}
 }
 

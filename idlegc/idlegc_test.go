@@ -14,7 +14,7 @@ const mib = 1 << 20
 
 func TestIsQuiet(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	base := sample{at: t0, allocs: 1000 * mib, goal: 600 * mib, heap: 300 * mib, gogc: 100, limit: math.MaxInt64}
+	base := sample{at: t0, allocs: 1000 * mib, goal: 600 * mib, objects: 300 * mib, gogc: 100, limit: math.MaxInt64}
 	after := func(d time.Duration, allocated uint64, edit func(*sample)) sample {
 		s := base
 		s.at, s.allocs = t0.Add(d), base.allocs+allocated
@@ -35,7 +35,7 @@ func TestIsQuiet(t *testing.T) {
 		{"just over the rate", after(5*time.Second, 7*mib, nil), false},
 		{"busy", after(5*time.Second, 200*mib, nil), false},
 		{"GOGC off", after(5*time.Second, 0, func(s *sample) { s.gogc = -1 }), false},
-		{"heap at its goal", after(5*time.Second, 0, func(s *sample) { s.heap = s.goal }), false},
+		{"heap at its goal", after(5*time.Second, 0, func(s *sample) { s.objects = s.goal }), false},
 		{"no time passed", after(0, 0, nil), false},
 		{"counter went back", after(5*time.Second, 0, func(s *sample) { s.allocs = 0 }), false},
 	} {
@@ -47,19 +47,38 @@ func TestIsQuiet(t *testing.T) {
 	}
 }
 
+// limitHeapGoal is the runtime's heap goal under memory limit l with GOGC off
+// (runtime/mgcpacer.go, memoryLimitHeapGoal, without the overage term: l is never below held).
+func limitHeapGoal(l uint64, s sample) uint64 {
+	goal := l - (s.held - s.free - s.objects)
+	return goal - max(goal/100*3, minHeadroom)
+}
+
 func TestSuspensionLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		s    sample
-		want int64
+		want int64 // 0: none; -1: the lowest limit whose heap goal is GOGC's
 	}{
-		{"held plus GOGC's growth", sample{held: 400 * mib, goal: 600 * mib, heap: 300 * mib, limit: math.MaxInt64}, 700 * mib},
-		{"capped by GOMEMLIMIT", sample{held: 400 * mib, goal: 600 * mib, heap: 300 * mib, limit: 464 * mib}, 464 * mib},
-		{"no growth left", sample{held: 400 * mib, goal: 300 * mib, heap: 300 * mib, limit: math.MaxInt64}, 0},
+		{"GOGC's goal", sample{held: 400 * mib, free: 50 * mib, objects: 300 * mib, goal: 600 * mib, limit: math.MaxInt64}, -1},
+		{"small heap: the runtime's 1 MiB of headroom", sample{held: 10 * mib, objects: 2 * mib, goal: 4 * mib, limit: math.MaxInt64}, -1},
+		{"much free memory: what is held", sample{held: 900 * mib, free: 550 * mib, objects: 300 * mib, goal: 600 * mib, limit: math.MaxInt64}, 901 * mib},
+		{"capped by GOMEMLIMIT", sample{held: 400 * mib, free: 50 * mib, objects: 300 * mib, goal: 600 * mib, limit: 464 * mib}, 464 * mib},
+		{"no growth left", sample{held: 400 * mib, objects: 300 * mib, goal: 300 * mib, limit: math.MaxInt64}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := suspensionLimit(tc.s); got != tc.want {
-				t.Errorf("suspensionLimit = %d MiB, want %d MiB", got/mib, tc.want/mib)
+			got := suspensionLimit(tc.s)
+			if tc.want >= 0 {
+				if got != tc.want {
+					t.Errorf("suspensionLimit = %.2f MiB, want %.2f MiB", float64(got)/mib, float64(tc.want)/mib)
+				}
+				return
+			}
+			if g := limitHeapGoal(uint64(got), tc.s); g < tc.s.goal {
+				t.Errorf("limit %.2f MiB: heap goal %.2f MiB, below GOGC's %.2f MiB", float64(got)/mib, float64(g)/mib, float64(tc.s.goal)/mib)
+			}
+			if g := limitHeapGoal(uint64(got)-4096, tc.s); g >= tc.s.goal {
+				t.Errorf("limit %.2f MiB is not the lowest: 4 KiB less still gives heap goal %.2f MiB", float64(got)/mib, float64(g)/mib)
 			}
 		})
 	}
@@ -115,7 +134,7 @@ func (f *fakeGC) state() (gogc, limit int64, calls []string) {
 
 func TestSuspenderCycle(t *testing.T) {
 	g := NewWithT(t)
-	f := &fakeGC{s: sample{goal: 600 * mib, heap: 300 * mib, held: 400 * mib, gogc: 100, limit: 464 * mib}}
+	f := &fakeGC{s: sample{goal: 600 * mib, objects: 300 * mib, held: 400 * mib, gogc: 100, limit: 464 * mib}}
 	var events []bool
 	var mu sync.Mutex
 	s := New(Options{Interval: 10 * time.Millisecond, Suspended: func(on bool) { mu.Lock(); events = append(events, on); mu.Unlock() }})
@@ -124,7 +143,7 @@ func TestSuspenderCycle(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- s.Start(ctx) }()
 
-	// Quiet: GOGC off under GOMEMLIMIT (held + 300 MiB would be above it), the limit set first.
+	// Quiet: GOGC off under GOMEMLIMIT (GOGC's goal would be above it), the limit set first.
 	g.Eventually(func() int64 { gogc, _, _ := f.state(); return gogc }).Should(Equal(int64(-1)))
 	_, limit, calls := f.state()
 	g.Expect(limit).To(Equal(int64(464 * mib)))
@@ -168,7 +187,7 @@ func TestSuspenderCycle(t *testing.T) {
 }
 
 func TestSuspenderLeavesGOGCOff(t *testing.T) {
-	f := &fakeGC{s: sample{goal: 600 * mib, heap: 300 * mib, held: 400 * mib, gogc: -1, limit: 464 * mib}}
+	f := &fakeGC{s: sample{goal: 600 * mib, objects: 300 * mib, held: 400 * mib, gogc: -1, limit: 464 * mib}}
 	s := New(Options{Interval: 5 * time.Millisecond})
 	s.rt = f
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -43,6 +43,8 @@ func TestSuspenderOnTheRuntime(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(gogc0); debug.SetMemoryLimit(limit0) })
 	live := retain(64 * mib)
 	runtime.GC()
+	rt := processGC{}
+	gogcGoal := rt.read().goal
 
 	s := New(Options{Interval: 20 * time.Millisecond, Quiet: 2})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -50,11 +52,15 @@ func TestSuspenderOnTheRuntime(t *testing.T) {
 	go func() { done <- s.Start(ctx) }()
 	defer func() { cancel(); g.Expect(<-done).To(Succeed()) }()
 
-	rt := processGC{}
 	g.Eventually(func() int64 { return rt.read().gogc }, 5*time.Second, 10*time.Millisecond).Should(Equal(int64(-1)))
 	susp := rt.read()
 	g.Expect(susp.limit).To(BeNumerically("<", int64(math.MaxInt64)), "a memory limit while GOGC is off")
 	g.Expect(uint64(susp.limit)).To(BeNumerically(">", susp.held), "above what the process holds")
+	t.Logf("GOGC's heap goal %.2f MiB; under the limit %.2f MiB (limit %.2f MiB, held %.2f MiB)",
+		float64(gogcGoal)/mib, float64(susp.goal)/mib, float64(susp.limit)/mib, float64(susp.held)/mib)
+	// The runtime's heap goal under the limit is GOGC's (to its rounding), not below it.
+	g.Expect(susp.goal).To(BeNumerically(">=", gogcGoal-gogcGoal/100), "heap goal under the limit against GOGC's %d", gogcGoal)
+	g.Expect(susp.goal).To(BeNumerically("<", gogcGoal+gogcGoal/10+2*mib), "heap goal under the limit against GOGC's %d", gogcGoal)
 
 	// Garbage until a collection runs: the limit started it, at about the limit.
 	var peakHeld uint64
