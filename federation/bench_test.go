@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime/pprof"
-	"syscall"
 	"testing"
 	"time"
 
@@ -74,37 +72,6 @@ func radwareDriverLogged(tb testing.TB, o alteonsim.Options, poll time.Duration,
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return srv.URL, sim
-}
-
-// ownCPU is the CPU time this process has used so far.
-func ownCPU(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// profileOwnCPU writes this process's CPU profile, from now until the returned func is called,
-// to the file LBFED_BENCH_CPU_PROFILE names (nothing when unset).
-func profileOwnCPU(tb testing.TB) (stop func()) {
-	path := os.Getenv("LBFED_BENCH_CPU_PROFILE")
-	if path == "" {
-		return func() {}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		tb.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		if err := f.Close(); err != nil {
-			tb.Error(err)
-		}
-	}
 }
 
 // BenchmarkFederatedBackendChanges: three members report 1,000 backend changes at once (500 of
@@ -264,9 +231,9 @@ func BenchmarkFederatedBackendChanges(b *testing.B) {
 		st.restart()
 		go st.traceApplies(sim, stop)
 		before := sim.A.Applies() + sim.B.Applies()
-		start, cpu0, own0 := time.Now(), testenv.ControlPlaneCPU(b), ownCPU(b)
+		start, cpu0, own0 := time.Now(), testenv.ControlPlaneCPU(b), testenv.OwnCPU(b)
 		profiled := testenv.ProfileAPIServer(b, e.cfg, "backendchanges", 6*time.Second)
-		stopProfile := profileOwnCPU(b)
+		stopProfile := testenv.ProfileOwnCPU(b)
 		b.StartTimer()
 		set(next)
 		st.mark("binding written")
@@ -280,7 +247,7 @@ func BenchmarkFederatedBackendChanges(b *testing.B) {
 		b.ReportMetric(programmed.Seconds(), "s-to-programmed")
 		b.ReportMetric(float64((testenv.ControlPlaneCPU(b)-cpu0).Milliseconds())/1000, "cp-cpu-ms/change")
 		// The test process: the controller, the Radware driver and the simulated HA pair.
-		b.ReportMetric(float64((ownCPU(b)-own0).Milliseconds())/1000, "own-cpu-ms/change")
+		b.ReportMetric(float64((testenv.OwnCPU(b)-own0).Milliseconds())/1000, "own-cpu-ms/change")
 		profiled()
 		b.Logf("stages after the binding write:\n%s", st.table())
 		// The baseline in the same run: the controller's record writes again by a bare

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,4 +59,40 @@ func ControlPlaneCPU(t testing.TB) time.Duration {
 		}
 	}
 	return sum
+}
+
+// OwnCPU is the CPU time this process (a benchmark with its in-process controller and drivers)
+// has used so far.
+func OwnCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// EnvOwnCPUProfile names the file benchmarks that call ProfileOwnCPU write this process's CPU
+// profile of their measured phase to.
+const EnvOwnCPUProfile = "LBFED_BENCH_CPU_PROFILE"
+
+// ProfileOwnCPU writes this process's CPU profile, from now until the returned func is called,
+// to the file EnvOwnCPUProfile names (nothing when unset).
+func ProfileOwnCPU(tb testing.TB) (stop func()) {
+	path := os.Getenv(EnvOwnCPUProfile)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			tb.Error(err)
+		}
+	}
 }

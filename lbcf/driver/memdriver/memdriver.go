@@ -252,6 +252,17 @@ func (d *Driver) BackendAddrs(lbID string) []string {
 	return out
 }
 
+// BackendCount is len(BackendAddrs(lbID)) without copying the load balancers: for a poll that
+// must not take the CPU the measured controller and API server need.
+func (d *Driver) BackendCount(lbID string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if lb, ok := d.lbs[lbID]; ok {
+		return len(lb.Backends)
+	}
+	return 0
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
