@@ -374,8 +374,8 @@ func gatedPodsOf(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGr
 		return nil
 	}
 	var out []reconcile.Request
-	for i := range pods {
-		if p := &pods[i]; HasReadinessGate(p) && p.DeletionTimestamp == nil {
+	for _, p := range pods {
+		if HasReadinessGate(p) && p.DeletionTimestamp == nil {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 	}
