@@ -11,9 +11,9 @@
 // So a Suspender watches the runtime's counters and, once the process allocates so little that
 // its heap would take more than twice that period to grow to its goal, turns GOGC off and sets a
 // memory limit whose heap goal is GOGC's (never above the limit already set, e.g. GOMEMLIMIT). A
-// collection then still comes from growth, after as much of it, never from the clock. The first collection, whatever started
-// it, ends the suspension: GOGC and the memory limit are put back as they were. A process that
-// runs with GOGC off is left alone.
+// collection then still comes from growth, after as much of it, never from the clock. The first
+// collection, whatever started it, ends the suspension: GOGC and the memory limit are put back as
+// they were. A process that runs with GOGC off is left alone.
 package idlegc
 
 import (

@@ -220,40 +220,48 @@ func (d *Driver) LoadBalancers() []LoadBalancer {
 	defer d.mu.Unlock()
 	out := make([]LoadBalancer, 0, len(d.lbs))
 	for _, lb := range d.lbs {
-		c := LoadBalancer{ID: lb.ID, RecordID: lb.RecordID, Spec: maps.Clone(lb.Spec), Attributes: maps.Clone(lb.Attributes),
-			Backends: make(map[string]map[string]string, len(lb.Backends))}
-		for a, p := range lb.Backends {
-			c.Backends[a] = maps.Clone(p)
-		}
-		out = append(out, c)
+		out = append(out, lb.clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// LoadBalancer returns a copy of the load balancer with the given ID.
+// clone copies lb with its maps; the caller holds d.mu.
+func (lb *LoadBalancer) clone() LoadBalancer {
+	c := LoadBalancer{ID: lb.ID, RecordID: lb.RecordID, Spec: maps.Clone(lb.Spec), Attributes: maps.Clone(lb.Attributes),
+		Backends: make(map[string]map[string]string, len(lb.Backends))}
+	for a, p := range lb.Backends {
+		c.Backends[a] = maps.Clone(p)
+	}
+	return c
+}
+
+// LoadBalancer returns a copy of the load balancer with the given ID (d.lbs is keyed by it).
 func (d *Driver) LoadBalancer(id string) (LoadBalancer, bool) {
-	for _, lb := range d.LoadBalancers() {
-		if lb.ID == id {
-			return lb, true
-		}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if lb, ok := d.lbs[id]; ok {
+		return lb.clone(), true
 	}
 	return LoadBalancer{}, false
 }
 
 // BackendAddrs returns the sorted backend addresses registered on the load balancer.
 func (d *Driver) BackendAddrs(lbID string) []string {
-	lb, _ := d.LoadBalancer(lbID)
-	out := make([]string, 0, len(lb.Backends))
-	for a := range lb.Backends {
-		out = append(out, a)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := []string{}
+	if lb, ok := d.lbs[lbID]; ok {
+		for a := range lb.Backends {
+			out = append(out, a)
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// BackendCount is len(BackendAddrs(lbID)) without copying the load balancers: for a poll that
-// must not take the CPU the measured controller and API server need.
+// BackendCount is len(BackendAddrs(lbID)) without collecting and sorting the addresses: for a poll
+// that must not take the CPU the measured controller and API server need.
 func (d *Driver) BackendCount(lbID string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
