@@ -26,8 +26,9 @@ KIND_VERSION ?= v0.31.0
 KIND := $(TOOLBIN)/kind-$(KIND_VERSION)
 
 .PHONY: all build test test-unit generate verify-generate lint fmt
-.PHONY: localup tools up down up-kind down-kind test-e2e
-.PHONY: docs helm-lint chart-crds chart-interpreter bench
+.PHONY: localup tools up down up-kind down-kind test-kind test-e2e
+.PHONY: docs helm-lint chart-crds chart-interpreter bench fuzz soak
+.PHONY: kind-host-up kind-host-down kind-tools kind-images kind-up kind-down kind-load kind-verify images
 
 all: build
 
@@ -45,10 +46,10 @@ test-unit:
 ## test-e2e: the full-topology tests (build tag e2e): propagation proof, `up`/`down`, interpreter,
 ## the lbfed chart on Karmada.
 test-e2e: tools $(HELM)
-	$(GO) test -tags e2e -count=1 -timeout 60m ./e2e/ ./e2e/localup/cmd/localup/ ./e2e/interpreter/ ./e2e/federation/ ./e2e/standalone/ ./charts/propagation/
+	$(GO) test -tags e2e -count=1 -timeout 60m ./e2e/ ./testinfra/localup/cmd/localup/ ./e2e/interpreter/ ./e2e/federation/ ./e2e/standalone/ ./charts/propagation/
 
 localup:
-	$(GO) build -o $(LOCALUP) ./e2e/localup/cmd/localup
+	$(GO) build -o $(LOCALUP) ./testinfra/localup/cmd/localup
 
 ## tools: build the pinned upstream binaries that are missing.
 tools: localup
@@ -69,13 +70,64 @@ $(KIND):
 	GOBIN=$(TOOLBIN) $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(TOOLBIN)/kind $@
 
-## up-kind: the same topology on kind clusters, for users with Docker (not run in CI).
-up-kind: tools $(KIND)
-	KIND=$(KIND) KUBECTL=$$($(LOCALUP) bin kubectl) KARMADACTL=$$($(LOCALUP) bin karmadactl) kind-config/up-kind.sh
+## up-kind: what `make up` shows, on real kubelets: Karmada on kind (kind-up), lbfed's images
+## loaded, lbfed installed with Helm as charts/lbfed/README.md tells, the Radware elb-driver
+## (charts/lbcf) and the simulated Alteon pair in pods, the demo in m1 and m2 on one VIP.
+## Built offline (docs/kind-offline.md); needs root (Docker, routes).
+up-kind: kind-up kind-load $(HELM)
+	KIND=$(KIND) HELM=$(HELM) hack/kind/lbfed-up.sh
 
-down-kind: $(KIND)
-	for c in karmada-host m1 m2; do $(KIND) delete cluster --name lbfed-$$c; done
-	rm -rf $(CURDIR)/.localup/kind
+## test-kind: the end-to-end suite on Karmada on kind (build tag kind, e2e/kind): brings up-kind
+## up, checks traffic from both members, a helm upgrade under load, helm test, and an uninstall
+## that leaves nothing behind (it consumes the installation: make down-kind after it).
+test-kind: up-kind
+	HELM=$(HELM) $(GO) test -tags kind -count=1 -timeout 30m -v ./e2e/kind/
+
+## down-kind: removes everything up-kind made (clusters, the kind network, the VIP route,
+## dockerd and its iptables rules); caches stay.
+down-kind:
+	hack/kind/lbfed-down.sh
+	$(MAKE) --no-print-directory kind-down
+
+## Offline kind topology (docs/kind-offline.md): everything built from the Go module proxy and
+## Debian's packages, nothing pulled from a registry. Needs root.
+## kind-host-up: Docker engine (with the capability-stripping runtime), inotify limits.
+kind-host-up:
+	hack/kind/host-up.sh
+
+## kind-host-down: stops what kind-host-up started, restores what it changed.
+kind-host-down:
+	hack/kind/host-down.sh
+
+## kind-tools: the kind node's binaries (localup build --set=kind) and kind itself.
+kind-tools: localup $(KIND)
+	$(LOCALUP) build --set=kind
+
+## kind-images: the node image lbfed/kind-node:v1.35.3, its preloaded images, Karmada's images.
+kind-images: kind-tools kind-host-up
+	KIND=$(KIND) hack/kind/images.sh
+
+## kind-up: clusters lbfed-karmada-host, lbfed-m1, lbfed-m2, Karmada, m1 and m2 joined.
+kind-up: kind-images
+	KIND=$(KIND) hack/kind/cluster-up.sh
+
+## kind-down: deletes the clusters and the kind network, then kind-host-down.
+kind-down:
+	KIND=$(KIND) hack/kind/cluster-down.sh
+	hack/kind/host-down.sh
+
+## images: lbfed's images (ghcr.io/lbfed/<binary>:<appVersion>), kubectl's, the demo responder.
+images: kind-host-up tools
+	hack/kind/app-images.sh
+
+## kind-load: images into every cluster of the kind topology.
+kind-load: images
+	KIND=$(KIND) hack/kind/load-images.sh
+
+## kind-verify: a responder in m1 and m2 answers a pod in lbfed-karmada-host; m1, m2 Ready;
+## no pod restarting.
+kind-verify: images
+	KIND=$(KIND) hack/kind/verify.sh
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLBIN)
@@ -105,6 +157,23 @@ bench:
 	@mkdir -p bin
 	set -o pipefail; $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 180m ./... 2>&1 | tee bin/bench.txt
 	$(GO) run ./hack/benchtable < bin/bench.txt | tee bin/bench-table.txt
+
+## soak: issue 46's chaos soak (build tag soak, e2e/soak, docs/soak.md): the local topology with
+## lbfed as `make up` installs it (two lbfed-controller replicas), load through every VIP, a
+## changing workload and DURATION of fault episodes drawn from SEED (printed; empty: the clock's).
+## Figures at the end and in bin/soak-report.json; any violation fails it. CI: DURATION=3m SEED=1.
+DURATION ?= 30m
+SEED ?=
+SOAK_TIMEOUT ?= 3h
+soak: tools $(HELM)
+	@mkdir -p bin
+	SOAK_DURATION=$(DURATION) SOAK_SEED=$(SEED) SOAK_REPORT=$(CURDIR)/bin/soak-report.json LBFED_REQUIRE_INTEGRATION=1 \
+	  $(GO) test -tags soak -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./e2e/soak/
+
+## fuzz: every fuzz target for FUZZTIME each (default 10s; crashers become testdata regressions).
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 lint: $(STATICCHECK)
 	$(GO) vet ./...

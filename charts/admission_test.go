@@ -23,6 +23,7 @@ import (
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	"github.com/lbfed/lbfed/elb/radware/alteonsim/simpair"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
@@ -34,24 +35,7 @@ import (
 func radwareDriverServer(t *testing.T, clientCAFile, allowed string) (url, servingCAFile string, stop func()) {
 	t.Helper()
 	o := alteonsim.Options{ApplyDuration: time.Millisecond, SaveDuration: time.Millisecond, SyncDuration: time.Millisecond}
-	sim := alteonsim.NewPair(o, o)
-	ua, ub, err := sim.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	var units []*alteon.Client
-	for _, u := range []string{ua, ub} {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: "admin", Password: "admin", RetryDelay: 5 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		units = append(units, c)
-	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 5 * time.Millisecond}, units...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pair := simpair.Start(t, o, o, 5*time.Millisecond, alteon.PairOptions{PollInterval: 5 * time.Millisecond})
 	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,6 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,16 +33,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lbfed/lbfed/charts/manifests"
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // The integration tests share one kube-apiserver (started by the first of them) with the LBCF
@@ -77,26 +75,17 @@ var scheme = func() *runtime.Scheme {
 func cluster(t *testing.T) (*localup.Cluster, client.Client) {
 	t.Helper()
 	cl := testenv.Cluster(t)
-	set := testenv.SkipUnlessBuilt(t)
+	testenv.SkipUnlessBuilt(t)
 	installKarmadaCRDs.Do(func() {
-		var crds []*apiextensionsv1.CustomResourceDefinition
-		for _, f := range []string{
+		crds, err := testenv.KarmadaCRDs(
 			"policy/policy.karmada.io_clusterpropagationpolicies.yaml",
 			"policy/policy.karmada.io_clusteroverridepolicies.yaml",
 			"config/config.karmada.io_resourceinterpreterwebhookconfigurations.yaml",
 			"config/config.karmada.io_resourceinterpretercustomizations.yaml",
-		} {
-			data, err := os.ReadFile(filepath.Join(set.KarmadaManifests, "charts", "karmada", "_crds", "bases", f))
-			if err != nil {
-				installKarmadaCRDsErr = err
-				return
-			}
-			c := &apiextensionsv1.CustomResourceDefinition{}
-			if err := yaml.Unmarshal(data, c); err != nil {
-				installKarmadaCRDsErr = fmt.Errorf("%s: %w", f, err)
-				return
-			}
-			crds = append(crds, c)
+		)
+		if err != nil {
+			installKarmadaCRDsErr = err
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -162,7 +151,7 @@ func TestAPIServerAcceptsRenderings(t *testing.T) {
 				if chart == lbfedChart {
 					split, err := manifests.SplitLBFed(objs)
 					g.Expect(err).NotTo(HaveOccurred())
-					objs = append(split.Host, split.Karmada...)
+					objs = append(append(split.Host, split.Helm...), split.Karmada...)
 				}
 				sent := 0
 				for _, o := range objs {
@@ -171,6 +160,18 @@ func TestAPIServerAcceptsRenderings(t *testing.T) {
 					}
 					if ns := o.GetNamespace(); ns != "" {
 						ensureNamespace(ctx, t, c, ns)
+					}
+					if o.GetKind() == "Pod" {
+						// A pod is admitted once its ServiceAccount exists (here no controller
+						// manager makes "default"; helm creates a test's own before its pod).
+						sa, _, _ := unstructured.NestedString(o.Object, "spec", "serviceAccountName")
+						if sa == "" {
+							sa = "default"
+						}
+						err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetNamespace(), Name: sa}})
+						if !apierrors.IsAlreadyExists(err) {
+							g.Expect(err).NotTo(HaveOccurred())
+						}
 					}
 					g.Expect(applyObject(ctx, c, o, true)).To(Succeed())
 					sent++
@@ -181,13 +182,15 @@ func TestAPIServerAcceptsRenderings(t *testing.T) {
 	}
 }
 
-// lbfedBinaries builds lbcf-controller and lbfed-controller once for the process tests.
+// lbfedBinaries builds the binaries the process tests run once: lbcf-controller,
+// lbfed-controller, elb-driver and lbfed-probe.
 var lbfedBinaries = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "lbfed-chart-bin-")
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/lbcf-controller", "./cmd/lbfed-controller")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/lbcf-controller", "./cmd/lbfed-controller",
+		"./cmd/elb-driver", "./cmd/lbfed-probe")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
@@ -362,6 +365,18 @@ func TestStandaloneControllerRunsWithChartRBAC(t *testing.T) {
 	g.Eventually(records).WithTimeout(timeout).WithPolling(poll).Should(BeEmpty())
 	g.Expect(md.CountCalls("deregisterBackend")).To(BeNumerically(">=", 1))
 	g.Expect(p.LogTail(200)).NotTo(ContainSubstring("forbidden"))
+
+	// Stopped (SIGTERM, as the kubelet stops a pod) it hands the lease back: the replacement or
+	// the standby leads at once, not a lease duration later with nothing deregistering meanwhile.
+	g.Expect(syscall.Kill(p.PID(), syscall.SIGTERM)).To(Succeed())
+	g.Eventually(p.Done()).WithTimeout(timeout).Should(BeClosed())
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-standalone"}, lease)).To(Succeed())
+	holder := ""
+	if lease.Spec.HolderIdentity != nil {
+		holder = *lease.Spec.HolderIdentity
+	}
+	g.Expect(holder).To(BeEmpty(), "the lease is released on shutdown")
+	g.Expect(p.LogTail(200)).NotTo(ContainSubstring("forbidden"))
 }
 
 // TestMemberControllerFromLBFedChart installs, in a plain cluster standing for member m1, what
@@ -527,7 +542,12 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 	// installed writes a Secret as a previous `helm install` of release left it.
 	installed := func(g Gomega, o *unstructured.Unstructured, release string) {
 		o = o.DeepCopy()
-		o.SetAnnotations(map[string]string{"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": o.GetNamespace()})
+		a := o.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a["meta.helm.sh/release-name"], a["meta.helm.sh/release-namespace"] = release, o.GetNamespace()
+		o.SetAnnotations(a)
 		g.Expect(applyObject(ctx, c, o, false)).To(Succeed())
 	}
 
@@ -562,12 +582,33 @@ func TestCertificatesKeptAcrossUpgrades(t *testing.T) {
 		g.Expect(caBundle(renewed)).NotTo(Equal(caBundle(first)))
 		tls, drv := secretData(g, renewed, ns, release+"-webhook-tls"), secretData(g, renewed, ns, release+"-elb-driver-tls")
 		g.Expect(verifyServing(tls["ca.crt"], drv["tls.crt"], release+"-elb-driver."+ns+".svc")).To(Succeed())
+
+		// The driver's certificate asked for with another address (a NodePort's, say): made anew,
+		// with it, since the CA key was never kept.
+		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls", release + "-driver-client-tls"} {
+			installed(g, manifests.Find(renewed, "Secret", ns, name), release)
+		}
+		o.Set = append(o.Set, "elbDriver.tls.extraIPs={192.0.2.9}")
+		moved, err := manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(caBundle(moved)).NotTo(Equal(caBundle(renewed)))
+		drv = secretData(g, moved, ns, release+"-elb-driver-tls")
+		g.Expect(verifyServing(drv["ca.crt"], drv["tls.crt"], "192.0.2.9", release+"-elb-driver."+ns+".svc")).To(Succeed())
+		for _, name := range []string{release + "-webhook-tls", release + "-elb-driver-tls", release + "-driver-client-tls"} {
+			installed(g, manifests.Find(moved, "Secret", ns, name), release)
+		}
+		again, err = manifests.Render(ctx, o)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(caBundle(again)).To(Equal(caBundle(moved)), "kept once it has the names")
 	})
 
 	t.Run("lbfed", func(t *testing.T) {
 		g := NewWithT(t)
 		const ns, release = "lbfed-upgrade", "lbfed-upgrade"
 		ensureNamespace(ctx, t, c, ns)
+		// As `karmadactl init` leaves it: rendering against a cluster looks for it.
+		g.Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: karmadactlKubeconfig},
+			Data: map[string][]byte{"karmada.config": []byte("apiVersion: v1\nkind: Config\n")}})).To(Succeed())
 		o := manifests.Options{Helm: helmBinary(t), Chart: lbfedChart, Release: release, Namespace: ns}
 		first, err := manifests.Render(ctx, o)
 		g.Expect(err).NotTo(HaveOccurred())

@@ -2,6 +2,7 @@ package charts
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -9,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,7 +45,9 @@ func TestLBCFRender(t *testing.T) {
 		external []string
 		// certManager: certificates from cert-manager (else self-signed by the chart).
 		certManager bool
-		check       func(g Gomega, r lbcfRendering)
+		// noController: controller.enabled=false.
+		noController bool
+		check        func(g Gomega, r lbcfRendering)
 	}{
 		"default-values.yaml": {
 			check: func(g Gomega, r lbcfRendering) {
@@ -64,6 +68,10 @@ func TestLBCFRender(t *testing.T) {
 				webhook := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-webhook-tls"))
 				g.Expect(verifyClient(webhook.Data["ca.crt"], client.Data["tls.crt"])).To(Equal(r.fullname + "-controller"))
 				g.Expect(ofKind(r.objects, "NetworkPolicy")).To(HaveLen(1), "on by default, for each workload")
+				// helm test: admission, as a ServiceAccount that may create BackendGroups here only.
+				checkLBCFHelmTests(t, g, r, "admission")
+				role := mustTyped[rbacv1.Role](t, find(r.objects, "Role", r.fullname+"-test"))
+				g.Expect(role.Rules).To(ConsistOf(rbacv1.PolicyRule{APIGroups: []string{"lbcf.tkestack.io"}, Resources: []string{"backendgroups"}, Verbs: []string{"create"}}))
 			},
 		},
 		"radware-values.yaml": {
@@ -169,6 +177,41 @@ func TestLBCFRender(t *testing.T) {
 					"--client-ca-file=/etc/elb-driver/tls/ca.crt", "--client-allowed-names="+r.fullname+"-controller"))
 			},
 		},
+		"driver-only-values.yaml": {
+			external: []string{"alteon-admin", "lbfed-driver-client-ca"}, noController: true,
+			check: func(g Gomega, r lbcfRendering) {
+				for _, kind := range []string{"ClusterRole", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ServiceAccount", "Role"} {
+					g.Expect(ofKind(r.objects, kind)).To(BeEmpty(), kind)
+				}
+				g.Expect(ofKind(r.objects, "Deployment")).To(ConsistOf(HaveField("Object", HaveKeyWithValue("metadata", HaveKeyWithValue("name", r.fullname+"-elb-driver")))))
+				g.Expect(find(r.objects, "Secret", r.fullname+"-webhook-tls")).To(BeNil())
+				g.Expect(find(r.objects, "Secret", r.fullname+"-driver-client-tls")).To(BeNil())
+				// Reached from another cluster: a node port, its certificate valid for the names
+				// and addresses callers use, besides the Service's.
+				svc := mustTyped[corev1.Service](t, find(r.objects, "Service", r.fullname+"-elb-driver"))
+				g.Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
+				g.Expect(svc.Spec.ExternalTrafficPolicy).To(Equal(corev1.ServiceExternalTrafficPolicyLocal))
+				g.Expect(svc.Annotations).To(HaveKeyWithValue("example.com/exposed", "true"))
+				g.Expect(svc.Spec.Ports).To(ConsistOf(And(HaveField("Port", BeEquivalentTo(443)), HaveField("NodePort", BeEquivalentTo(30443)))),
+					"the webhook port only: metrics stay inside the cluster")
+				metrics := mustTyped[corev1.Service](t, find(r.objects, "Service", r.fullname+"-elb-driver-metrics"))
+				g.Expect(metrics.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+				dtls := mustTyped[corev1.Secret](t, find(r.objects, "Secret", r.fullname+"-elb-driver-tls"))
+				g.Expect(verifyServing(dtls.Data["ca.crt"], dtls.Data["tls.crt"], "radware-driver.example.com", "192.0.2.20", r.fullname+"-elb-driver."+r.namespace+".svc")).To(Succeed())
+				g.Expect(dtls.Annotations).To(HaveKeyWithValue("lbfed.io/certificate-names", ContainSubstring("radware-driver.example.com,192.0.2.20")))
+				// Only lbfed's client CA and name are accepted: there is no chart controller.
+				drv := mustTyped[appsv1.Deployment](t, find(r.objects, "Deployment", r.fullname+"-elb-driver"))
+				g.Expect(drv.Spec.Template.Spec.Containers[0].Args).To(ContainElements(
+					"--client-ca-file=/etc/elb-driver/client-ca-0/ca.crt", "--client-allowed-names=lbfed-controller"))
+				np := mustTyped[networkingv1.NetworkPolicy](t, find(r.objects, "NetworkPolicy", r.fullname+"-elb-driver"))
+				g.Expect(np.Spec.Ingress[0].From).To(ConsistOf(HaveField("IPBlock.CIDR", "198.51.100.0/24")))
+				g.Expect(ofKind(r.objects, "NetworkPolicy")).To(HaveLen(1))
+				// helm test: the driver's /healthz, through its metrics Service (the policy lets it in).
+				checkLBCFHelmTests(t, g, r, "driver-healthz")
+				g.Expect(find(r.objects, "ServiceAccount", r.fullname+"-test")).To(BeNil())
+				g.Expect(np.Spec.Ingress[1].From).To(ContainElement(HaveField("PodSelector.MatchLabels", HaveKeyWithValue("app.kubernetes.io/component", "test"))))
+			},
+		},
 		"certmanager-issuer-values.yaml": {
 			external:    []string{"corp-driver-ca"},
 			certManager: true,
@@ -194,10 +237,35 @@ func TestLBCFRender(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			r := lbcfRendering{rendering: rr, fullname: "lbcf"}
 			g.Expect(checkObjects(r.objects, externalRefs{secrets: tc.external})).To(BeEmpty())
-			checkLBCFWebhooks(t, g, r, tc.certManager)
+			if !tc.noController {
+				checkLBCFWebhooks(t, g, r, tc.certManager)
+			}
 			tc.check(g, r)
 		})
 	}
+}
+
+// checkLBCFHelmTests: helm test's pods are the named checks, kubectl calls that succeed only when
+// the release answers.
+func checkLBCFHelmTests(t *testing.T, g Gomega, r lbcfRendering, checks ...string) {
+	var got []string
+	for _, o := range ofKind(r.objects, "Pod") {
+		p := mustTyped[corev1.Pod](t, o)
+		g.Expect(p.Annotations).To(HaveKeyWithValue("helm.sh/hook", "test"))
+		check := strings.TrimPrefix(p.Name, r.fullname+"-test-")
+		got = append(got, check)
+		c := p.Spec.Containers[0]
+		g.Expect(c.Image).To(Equal("registry.k8s.io/kubectl:v1.35.3"))
+		switch check {
+		case "admission":
+			g.Expect(p.Spec.ServiceAccountName).To(Equal(r.fullname + "-test"))
+			g.Expect(c.Args).To(ContainElements("--dry-run=server", "--output=jsonpath={.spec.deregisterPolicy}", "--allow-missing-template-keys=false"))
+		case "driver-healthz":
+			g.Expect(*p.Spec.AutomountServiceAccountToken).To(BeFalse())
+			g.Expect(c.Args).To(Equal([]string{"get", "--raw", "/healthz", "--server=http://" + r.fullname + "-elb-driver-metrics." + r.namespace + ".svc:9090", "--request-timeout=30s"}))
+		}
+	}
+	g.Expect(got).To(ConsistOf(checks))
 }
 
 // checkLBCFWebhooks compares the rendered webhook configurations with the ones lbcf-controller's
@@ -244,14 +312,21 @@ func TestLBCFRejectsBadValues(t *testing.T) {
 		set  []string
 		want string
 	}{
-		"unknown certificate mode":      {[]string{"webhook.certificates.mode=vault"}, "must be selfSigned or certManager"},
+		"unknown certificate mode":      {[]string{"webhook.certificates.mode=vault"}, "at '/webhook/certificates/mode': value must be one of 'selfSigned', 'certManager'"},
 		"two leaders":                   {[]string{"controller.leaderElection.enabled=false"}, "two leaders would call every driver twice"},
 		"driver without Alteon":         {[]string{"elbDriver.enabled=true"}, "elbDriver.radware.urls"},
 		"three Alteon units":            {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={a,b,c}", "elbDriver.radware.passwordSecret.name=p"}, "at most two"},
 		"driver without password":       {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={a}"}, "passwordSecret.name is required"},
-		"unknown backend":               {[]string{"elbDriver.enabled=true", "elbDriver.backend=f5"}, "radware or bfe"},
+		"unknown backend":               {[]string{"elbDriver.enabled=true", "elbDriver.backend=f5"}, "at '/elbDriver/backend': value must be one of 'radware', 'bfe'"},
 		"relative BFE directory":        {[]string{"elbDriver.enabled=true", "elbDriver.backend=bfe", "elbDriver.bfe.dataDir=bfe"}, "absolute path"},
 		"elb-controller without Alteon": {[]string{"elbController.enabled=true"}, "elbController.alteon.urls"},
+		"nothing enabled":               {[]string{"controller.enabled=false"}, "nothing would be installed"},
+		"driver alone, nobody may call it": {[]string{"controller.enabled=false", "elbDriver.enabled=true", "elbDriver.radware.urls={a}", "elbDriver.radware.passwordSecret.name=p"},
+			"elbDriver.clientAuth.extraCASecrets"},
+		"node port of a ClusterIP": {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={a}", "elbDriver.radware.passwordSecret.name=p", "elbDriver.service.nodePort=30443"},
+			"needs elbDriver.service.type NodePort or LoadBalancer"},
+		"load balancer address of a NodePort": {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={a}", "elbDriver.radware.passwordSecret.name=p",
+			"elbDriver.service.type=NodePort", "elbDriver.service.loadBalancerIP=192.0.2.1"}, "need elbDriver.service.type LoadBalancer"},
 		"two writers on one Alteon pair": {[]string{"elbDriver.enabled=true", "elbDriver.radware.urls={https://alteon-a/,https://alteon-b}", "elbDriver.radware.passwordSecret.name=p",
 			"elbController.enabled=true", "elbController.alteon.urls={https://alteon-c,https://ALTEON-A}", "elbController.alteon.passwordSecret.name=p"}, "one writer per Alteon pair"},
 	}

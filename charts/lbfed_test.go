@@ -2,9 +2,11 @@ package charts
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	configv1alpha1 "github.com/karmada-io/karmada/pkg/apis/config/v1alpha1"
@@ -19,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/lbfed/lbfed/charts/manifests"
 	"github.com/lbfed/lbfed/interpreter"
@@ -49,6 +52,8 @@ type lbfedRendering struct {
 	host, karmada []*unstructured.Unstructured
 	// jobMode: the karmada-apiserver objects came out of the apply Jobs' Secret.
 	jobMode bool
+	// unregister: what the apply Job deletes from karmada-apiserver (job mode).
+	unregister []*unstructured.Unstructured
 }
 
 // splitLBFed separates host-cluster objects from karmada-apiserver ones, unpacking the apply
@@ -71,14 +76,23 @@ func splitLBFed(t testing.TB, r *rendering) lbfedRendering {
 		g.Expect(out.karmada).To(BeEmpty(), "job mode renders no karmada-apiserver documents")
 		out.jobMode = true
 		secret := mustTyped[corev1.Secret](t, s)
-		g.Expect(secret.Data).To(HaveLen(3))
-		for _, k := range []string{"crds.yaml", "objects.yaml", "interpreter.yaml"} {
+		g.Expect(secret.Data).To(HaveLen(4))
+		for _, k := range []string{"crds.yaml", "objects.yaml", "interpreter.yaml", "unregister.yaml"} {
 			objs, err := manifests.Decode(secret.Data[k])
 			g.Expect(err).NotTo(HaveOccurred(), k)
 			for _, o := range objs {
 				g.Expect(o.GetLabels()).To(HaveKeyWithValue(targetLabel, "karmada-apiserver"), key(o))
 			}
+			if k == "unregister.yaml" {
+				out.unregister = objs
+				continue
+			}
 			out.karmada = append(out.karmada, objs...)
+		}
+		// What the Job unregisters is exactly what another rendering would register.
+		for _, o := range out.unregister {
+			g.Expect(find(out.karmada, o.GetKind(), o.GetName())).To(BeNil(), "%s is registered and unregistered", key(o))
+			g.Expect(o.Object).To(HaveLen(3), "%s: apiVersion, kind and metadata only", key(o))
 		}
 	}
 	return out
@@ -107,7 +121,7 @@ func TestLBFedRender(t *testing.T) {
 		"default-values.yaml": {
 			controller: true, member: true, memberNS: "lbfed-system", url: svcURL,
 			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
-			external: []string{"karmada-kubeconfig"}, admissionURL: admissionSvcURL,
+			external: []string{karmadactlKubeconfig}, admissionURL: admissionSvcURL,
 			check: func(g Gomega, r lbfedRendering) {
 				g.Expect(r.jobMode).To(BeTrue())
 				checkApplyJobs(t, g, r)
@@ -147,16 +161,20 @@ func TestLBFedRender(t *testing.T) {
 				g.Expect(np.Spec.Ingress[1].From).To(ConsistOf(networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}))
 				g.Expect(find(r.karmada, "NetworkPolicy", "lbcf-controller").GetNamespace()).To(Equal("lbfed-system"))
 				g.Expect(cpp.Spec.ResourceSelectors).To(ContainElement(HaveField("Kind", "NetworkPolicy")))
+				checkHelmTests(t, g, r, "interpreter", "admission")
+				// helm test's interpreter check reaches the interpreter's port.
+				g.Expect(np.Spec.Ingress[0].From).To(ContainElement(HaveField("PodSelector.MatchLabels", HaveKeyWithValue("app.kubernetes.io/component", "test"))))
 			},
 		},
 		"manifests-values.yaml": {
 			controller: true, member: true, memberNS: "lbfed-system", url: "https://127.0.0.1:19443/interpret", admissionURL: "https://127.0.0.1:19446",
 			urlHosts:    []string{"127.0.0.1", "localhost", "lbfed-controller.karmada-system.svc"},
 			clusterURLs: map[string]string{"m1": "https://127.0.0.1:19444", "m2": "https://127.0.0.1:19445"},
-			external:    []string{"karmada-kubeconfig"},
+			external:    []string{karmadactlKubeconfig},
 			check: func(g Gomega, r lbfedRendering) {
 				g.Expect(r.jobMode).To(BeFalse())
 				g.Expect(ofKind(r.host, "Job")).To(BeEmpty())
+				checkHelmTests(t, g, r) // not a Helm release of the host cluster
 				g.Expect(find(r.host, "Secret", "lbfed-member-webhook-tls")).To(BeNil())
 				member := mustTyped[corev1.Secret](t, find(r.karmada, "Secret", "lbcf-controller-webhook-tls"))
 				g.Expect(verifyServing(member.Data["ca.crt"], member.Data["tls.crt"], "127.0.0.1", "lbcf-controller.lbfed-system.svc")).To(Succeed())
@@ -164,7 +182,7 @@ func TestLBFedRender(t *testing.T) {
 		},
 		"certmanager-values.yaml": {
 			controller: true, member: true, memberNS: "lbcf-member", url: svcURL, caFromValue: true, admissionURL: admissionSvcURL,
-			external: []string{"karmada-controller-manager-config", "corp-driver-ca"},
+			external: []string{"karmada-kubeconfig", "corp-driver-ca"},
 			check: func(g Gomega, r lbfedRendering) {
 				crt := find(r.host, "Certificate", "lbfed-interpreter")
 				g.Expect(crt).NotTo(BeNil())
@@ -186,7 +204,9 @@ func TestLBFedRender(t *testing.T) {
 					rbacv1.PolicyRule{APIGroups: []string{"networking.karmada.io"}, Resources: []string{"multiclusteringresses"}, Verbs: []string{"get", "list", "watch", "patch"}},
 					rbacv1.PolicyRule{APIGroups: []string{"networking.karmada.io"}, Resources: []string{"multiclusteringresses/status"}, Verbs: []string{"patch"}},
 					rbacv1.PolicyRule{APIGroups: []string{"policy.karmada.io"}, Resources: []string{"propagationpolicies"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}}))
-				g.Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.Items", ConsistOf(corev1.KeyToPath{Key: "karmada.config", Path: "kubeconfig"}))))
+				// The Karmada Helm chart's kubeconfig Secret, named in the values.
+				g.Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret", HaveValue(And(
+					HaveField("SecretName", "karmada-kubeconfig"), HaveField("Items", ConsistOf(corev1.KeyToPath{Key: "kubeconfig", Path: "kubeconfig"})))))))
 				g.Expect(find(r.karmada, "Namespace", "lbcf-member")).To(BeNil())
 				crb := find(r.karmada, "ClusterRoleBinding", "lbfed-controller")
 				g.Expect(crb.Object["subjects"]).To(ContainElement(HaveKeyWithValue("kind", "User")))
@@ -200,7 +220,7 @@ func TestLBFedRender(t *testing.T) {
 		},
 		"federation-only-values.yaml": {
 			controller: true, member: true, memberNS: "lbfed-system", noInterpreter: true,
-			external: []string{"karmada-kubeconfig", "lbfed-driver-client"},
+			external: []string{karmadactlKubeconfig, "lbfed-driver-client"},
 			check: func(g Gomega, r lbfedRendering) {
 				g.Expect(ofKind(r.karmada, "ResourceInterpreterWebhookConfiguration")).To(BeEmpty())
 				g.Expect(find(r.host, "Service", "lbfed-controller")).To(BeNil())
@@ -213,18 +233,27 @@ func TestLBFedRender(t *testing.T) {
 				g.Expect(c.ReadinessProbe.HTTPGet.Port.String()).To(Equal("probes"))
 				g.Expect(ofKind(r.karmada, "ResourceInterpreterCustomization")).To(HaveLen(2), "the Lua customizations instead")
 				// They replace lbfed-controller's interpreter: applied last, deleted first, as its
-				// registration.
+				// registration; then the webhook's and admission's registrations go, should an
+				// earlier revision have made them.
 				apply := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply"))
-				g.Expect(apply.Spec.Template.Spec.Containers[0].Name).To(Equal("interpreter"))
+				names, _ := jobSteps(apply)
+				g.Expect(names).To(Equal([]string{"crds", "crds-established", "objects", "wait-controller", "interpreter", "unregister"}))
+				var unregistered []string
+				for _, o := range r.unregister {
+					unregistered = append(unregistered, o.GetKind()+"/"+o.GetName())
+				}
+				g.Expect(unregistered).To(ConsistOf("ResourceInterpreterWebhookConfiguration/lbfed-interpreter",
+					"MutatingWebhookConfiguration/lbfed-admission", "ValidatingWebhookConfiguration/lbfed-admission"))
 				del := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-delete"))
 				g.Expect(del.Spec.Template.Spec.InitContainers[0].Name).To(Equal("interpreter"))
 				g.Expect(del.Spec.Template.Spec.Containers[0].Name).To(Equal("objects"))
+				checkHelmTests(t, g, r) // nothing that answers here to check: no interpreter webhook, no admission
 			},
 		},
 		"monitoring-values.yaml": {
 			controller: true, member: true, memberNS: "lbfed-system", url: svcURL, admissionURL: admissionSvcURL,
 			urlHosts: []string{"lbfed-controller.karmada-system.svc"},
-			external: []string{"karmada-kubeconfig"},
+			external: []string{karmadactlKubeconfig},
 			check: func(g Gomega, r lbfedRendering) {
 				sm := find(r.host, "ServiceMonitor", "lbfed-controller")
 				g.Expect(sm).NotTo(BeNil())
@@ -445,35 +474,105 @@ func checkMember(t *testing.T, g Gomega, r lbfedRendering, tc lbfedExpect) {
 	g.Expect(cpp.Spec.Placement.ReplicaScheduling.ReplicaSchedulingType).To(Equal(policyv1alpha1.ReplicaSchedulingTypeDuplicated))
 }
 
-// checkApplyJobs: the hook Jobs apply CRDs, wait for them, apply the objects and register the
-// interpreter last; on delete they unregister the interpreter first and keep the CRDs.
-func checkApplyJobs(t *testing.T, g Gomega, r lbfedRendering) {
-	steps := func(j *batchv1.Job) (names []string, args [][]string) {
-		for _, c := range append(append([]corev1.Container(nil), j.Spec.Template.Spec.InitContainers...), j.Spec.Template.Spec.Containers...) {
-			names = append(names, c.Name)
-			args = append(args, c.Args)
+// checkHelmTests: helm test's pods are the named checks, each one container running lbfed-probe
+// (the interpreter) or kubectl against karmada-apiserver with the kubeconfig Secret, printing a
+// field only admission sets.
+func checkHelmTests(t *testing.T, g Gomega, r lbfedRendering, checks ...string) {
+	var got []string
+	for _, o := range ofKind(r.host, "Pod") {
+		p := mustTyped[corev1.Pod](t, o)
+		g.Expect(p.Annotations).To(HaveKeyWithValue("helm.sh/hook", "test"))
+		g.Expect(p.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever))
+		g.Expect(*p.Spec.AutomountServiceAccountToken).To(BeFalse(), "the checks need nothing of this cluster")
+		check := strings.TrimPrefix(p.Name, "lbfed-test-")
+		got = append(got, check)
+		c := p.Spec.Containers[0]
+		switch check {
+		case "interpreter":
+			g.Expect(c.Image).To(Equal("ghcr.io/lbfed/lbfed-probe:0.1.0"))
+			g.Expect(c.Args).To(Equal([]string{"--interpreter-url=https://lbfed-controller.karmada-system.svc:443/interpret", "--ca-file=/tests/ca.crt", "--timeout=30s"}))
+			cm := mustTyped[corev1.ConfigMap](t, find(r.host, "ConfigMap", "lbfed-test"))
+			riwc := mustTyped[configv1alpha1.ResourceInterpreterWebhookConfiguration](t, find(r.karmada, "ResourceInterpreterWebhookConfiguration", "lbfed-interpreter"))
+			g.Expect(cm.Data["ca.crt"]).To(Equal(strings.TrimSpace(string(riwc.Webhooks[0].ClientConfig.CABundle))+"\n"), "the registered caBundle")
+		case "admission":
+			g.Expect(c.Image).To(Equal("registry.k8s.io/kubectl:v1.35.3"))
+			g.Expect(c.Args).To(ContainElements("--dry-run=server", "--output=jsonpath={.spec.deregisterPolicy}", "--allow-missing-template-keys=false"))
+			g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "KUBECONFIG", Value: "/etc/karmada/kubeconfig"}))
 		}
-		return names, args
 	}
+	g.Expect(got).To(ConsistOf(checks))
+}
+
+// karmadactlKubeconfig is the kubeconfig Secret `karmadactl init` (Karmada v1.18) makes for
+// karmada-controller-manager, key karmada.config: the chart's default without a cluster to look in.
+const karmadactlKubeconfig = "karmada-controller-manager-config"
+
+// jobSteps lists a Job's containers in the order they run (init containers first).
+func jobSteps(j *batchv1.Job) (names []string, containers []corev1.Container) {
+	for _, c := range append(append([]corev1.Container(nil), j.Spec.Template.Spec.InitContainers...), j.Spec.Template.Spec.Containers...) {
+		names = append(names, c.Name)
+		containers = append(containers, c)
+	}
+	return names, containers
+}
+
+// checkApplyJobs: the hook Jobs apply CRDs, wait for them, apply the objects, wait for
+// lbfed-controller's rollout and only then register the interpreter and admission; on a rollback
+// too. On delete they unregister the interpreter first and keep the CRDs.
+func checkApplyJobs(t *testing.T, g Gomega, r lbfedRendering) {
 	apply := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply"))
-	g.Expect(apply.Annotations).To(HaveKeyWithValue("helm.sh/hook", "post-install,post-upgrade"))
-	names, args := steps(apply)
-	g.Expect(names).To(Equal([]string{"crds", "crds-established", "objects", "interpreter"}))
-	g.Expect(args[0]).To(ContainElements("apply", "--server-side", "/manifests/crds.yaml"))
-	g.Expect(args[1]).To(ContainElements("wait", "--for=condition=Established"))
-	g.Expect(args[3]).To(ContainElement("/manifests/interpreter.yaml"))
+	g.Expect(apply.Annotations).To(HaveKeyWithValue("helm.sh/hook", "post-install,post-upgrade,post-rollback"))
+	names, steps := jobSteps(apply)
+	g.Expect(names).To(Equal([]string{"crds", "crds-established", "objects", "wait-controller", "interpreter", "unregister"}))
+	g.Expect(steps[0].Args).To(ContainElements("apply", "--server-side", "/manifests/crds.yaml"))
+	g.Expect(steps[1].Args).To(ContainElements("wait", "--for=condition=Established"))
+	g.Expect(steps[3].Args).To(Equal([]string{"rollout", "status", "deployment/lbfed-controller", "--namespace", lbfedNamespace, "--timeout=4m"}))
+	g.Expect(steps[4].Args).To(ContainElement("/manifests/interpreter.yaml"))
+	g.Expect(steps[5].Args).To(Equal([]string{"delete", "--ignore-not-found", "-f", "/manifests/unregister.yaml"}))
+	// The wait talks to this cluster (kubectl's in-cluster configuration from a token mounted
+	// into it alone), every other step to karmada-apiserver.
+	spec := apply.Spec.Template.Spec
+	g.Expect(*spec.AutomountServiceAccountToken).To(BeFalse())
+	g.Expect(spec.ServiceAccountName).To(Equal("lbfed-karmada-apply"))
+	for _, c := range steps {
+		mountsToken := ContainElement(HaveField("MountPath", "/var/run/secrets/kubernetes.io/serviceaccount"))
+		if c.Name == "wait-controller" {
+			g.Expect(c.VolumeMounts).To(mountsToken)
+			g.Expect(c.Env).NotTo(ContainElement(HaveField("Name", "KUBECONFIG")))
+			continue
+		}
+		g.Expect(c.VolumeMounts).NotTo(mountsToken, c.Name)
+		g.Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "KUBECONFIG", Value: "/etc/karmada/kubeconfig"}), c.Name)
+	}
+	g.Expect(spec.Volumes).To(ContainElement(HaveField("Projected.Sources", ContainElement(HaveField("ServiceAccountToken.Path", "token")))))
+	// A failed wait fails the Job at once: retrying would wait for the same pods.
+	g.Expect(apply.Spec.PodFailurePolicy).NotTo(BeNil())
+	g.Expect(apply.Spec.PodFailurePolicy.Rules).To(ConsistOf(batchv1.PodFailurePolicyRule{Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{ContainerName: ptr.To("wait-controller"), Operator: batchv1.PodFailurePolicyOnExitCodesOpNotIn, Values: []int32{0}}}))
+	// Its access to this cluster: watching that one Deployment.
+	role := mustTyped[rbacv1.Role](t, find(r.host, "Role", "lbfed-karmada-apply"))
+	g.Expect(role.Rules).To(ConsistOf(rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"},
+		ResourceNames: []string{"lbfed-controller"}, Verbs: []string{"get", "list", "watch"}}))
+	sa := mustTyped[corev1.ServiceAccount](t, find(r.host, "ServiceAccount", "lbfed-karmada-apply"))
+	g.Expect(*sa.AutomountServiceAccountToken).To(BeFalse())
 
 	del := mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-delete"))
 	g.Expect(del.Annotations).To(HaveKeyWithValue("helm.sh/hook", "pre-delete"))
-	names, args = steps(del)
+	names, steps = jobSteps(del)
 	g.Expect(names).To(Equal([]string{"interpreter", "objects"}))
-	g.Expect(args[0]).To(Equal([]string{"delete", "--ignore-not-found", "-f", "/manifests/interpreter.yaml"}))
-	for _, a := range args {
-		g.Expect(a).NotTo(ContainElement("/manifests/crds.yaml"), "uninstalling must not delete the CRDs and every LoadBalancer with them")
-	}
+	g.Expect(steps[0].Args).To(Equal([]string{"delete", "--ignore-not-found", "-f", "/manifests/interpreter.yaml"}))
+	g.Expect(del.Spec.PodFailurePolicy).To(BeNil())
+	g.Expect(del.Spec.Template.Spec.ServiceAccountName).To(BeEmpty(), "no access to this cluster")
 	for _, j := range []*batchv1.Job{apply, del} {
+		if j == del {
+			_, steps := jobSteps(j)
+			for _, c := range steps {
+				g.Expect(c.Args).NotTo(ContainElement("/manifests/crds.yaml"), "uninstalling must not delete the CRDs and every LoadBalancer with them")
+			}
+		}
 		g.Expect(j.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "lbfed-karmada-manifests")))
-		g.Expect(j.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "karmada-kubeconfig")))
+		g.Expect(j.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret", HaveValue(And(
+			HaveField("SecretName", karmadactlKubeconfig), HaveField("Items", ConsistOf(corev1.KeyToPath{Key: "karmada.config", Path: "kubeconfig"})))))))
 	}
 }
 
@@ -483,18 +582,18 @@ func TestLBFedRejectsBadValues(t *testing.T) {
 		set  []string
 		want string
 	}{
-		"unknown apply mode":          {[]string{"karmada.apply=kubectl"}, "karmada.apply must be job or manifests"},
+		"unknown apply mode":          {[]string{"karmada.apply=kubectl"}, "at '/karmada/apply': value must be one of 'job', 'manifests'"},
 		"cert-manager without CA":     {[]string{"certificates.mode=certManager", "certificates.certManager.issuerRef.name=ca"}, "certificates.caBundle (PEM) is required"},
 		"cert-manager without issuer": {[]string{"certificates.mode=certManager", "certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "issuerRef is required"},
 		"existing Secret unnamed":     {[]string{"certificates.mode=existingSecret", "certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "existingSecret is required"},
 		"self-signed, no controller":  {[]string{"controller.enabled=false", "karmada.apply=manifests"}, "selfSigned needs controller.enabled"},
 		"job without controller": {[]string{"controller.enabled=false", "certificates.mode=existingSecret", "certificates.existingSecret=s",
 			"certificates.caBundle=-----BEGIN CERTIFICATE-----x"}, "karmada.apply=job installs into the host cluster"},
-		"timeout above Karmada's limit":   {[]string{"controller.interpreter.timeoutSeconds=31"}, "within 1..30"},
+		"timeout above Karmada's limit":   {[]string{"controller.interpreter.timeoutSeconds=31"}, "at '/controller/interpreter/timeoutSeconds': maximum: got 31, want 30"},
 		"plain HTTP interpreter":          {[]string{"controller.interpreter.url=http://x/interpret"}, "must be https"},
 		"kube- member namespace":          {[]string{"member.namespace=kube-lbfed"}, "does not propagate kube-* and karmada-*"},
 		"two member leaders":              {[]string{"member.leaderElection.enabled=false"}, "needs member.replicas=1"},
-		"unknown conflict resolution":     {[]string{"member.conflictResolution=Merge"}, "Abort or Overwrite"},
+		"unknown conflict resolution":     {[]string{"member.conflictResolution=Merge"}, "at '/member/conflictResolution': value must be one of 'Abort', 'Overwrite'"},
 		"plain HTTP member webhook":       {[]string{"member.webhook.clusterURLs.m1=http://127.0.0.1:1"}, "clusterURLs.m1 must be https"},
 		"controller doing nothing":        {[]string{"controller.interpreter.enabled=false", "controller.federation.enabled=false"}, "needs controller.interpreter.enabled or controller.federation.enabled"},
 		"two federation leaders":          {[]string{"controller.federation.leaderElection.enabled=false"}, "two federation controllers would call every driver twice"},
@@ -507,6 +606,72 @@ func TestLBFedRejectsBadValues(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, lbfedChart, lbfedRelease, lbfedNamespace, "", tc.set...)
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tc.want)))
+		})
+	}
+}
+
+// TestLBFedJobKubeconfig: the apply Jobs may use another kubeconfig than lbfed-controller and the
+// tests (an administrator's, beside lbfed-controller's least-privilege one).
+func TestLBFedJobKubeconfig(t *testing.T) {
+	g := NewWithT(t)
+	rr, err := render(t, lbfedChart, lbfedRelease, lbfedNamespace, "", "karmada.kubeconfigSecret.name=lbfed-karmada",
+		"karmada.kubectl.kubeconfigSecret.name=karmada-admin", "karmada.kubectl.kubeconfigSecret.key=config")
+	g.Expect(err).NotTo(HaveOccurred())
+	r := splitLBFed(t, rr)
+	mounts := func(spec corev1.PodSpec) corev1.SecretVolumeSource {
+		for _, v := range spec.Volumes {
+			if v.Name == "karmada-kubeconfig" {
+				return *v.Secret
+			}
+		}
+		return corev1.SecretVolumeSource{}
+	}
+	controller := corev1.SecretVolumeSource{SecretName: "lbfed-karmada", Items: []corev1.KeyToPath{{Key: "kubeconfig", Path: "kubeconfig"}}}
+	admin := corev1.SecretVolumeSource{SecretName: "karmada-admin", Items: []corev1.KeyToPath{{Key: "config", Path: "kubeconfig"}}}
+	g.Expect(mounts(mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller")).Spec.Template.Spec)).To(Equal(controller))
+	g.Expect(mounts(mustTyped[corev1.Pod](t, find(r.host, "Pod", "lbfed-test-admission")).Spec)).To(Equal(controller))
+	for _, j := range []string{"lbfed-karmada-apply", "lbfed-karmada-delete"} {
+		g.Expect(mounts(mustTyped[batchv1.Job](t, find(r.host, "Job", j)).Spec.Template.Spec)).To(Equal(admin), j)
+	}
+}
+
+// TestLBFedMemberPullSecrets: the member pods name global.imagePullSecrets, and the propagation
+// policy brings those Secrets from karmada-apiserver to the members with the member components;
+// the apply Job checks they are there before it goes on.
+func TestLBFedMemberPullSecrets(t *testing.T) {
+	for _, propagate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("propagate=%t", propagate), func(t *testing.T) {
+			g := NewWithT(t)
+			rr, err := render(t, lbfedChart, lbfedRelease, lbfedNamespace, "", "global.imagePullSecrets[0].name=regcred",
+				"global.imagePullSecrets[1].name=mirror", fmt.Sprintf("member.imagePullSecrets.propagate=%t", propagate))
+			g.Expect(err).NotTo(HaveOccurred())
+			r := splitLBFed(t, rr)
+			want := []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror"}}
+			d := mustTyped[appsv1.Deployment](t, find(r.karmada, "Deployment", "lbcf-controller"))
+			g.Expect(d.Spec.Template.Spec.ImagePullSecrets).To(Equal(want))
+			for _, kind := range []string{"Deployment", "Job"} {
+				var spec corev1.PodSpec
+				if kind == "Job" {
+					spec = mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply")).Spec.Template.Spec
+				} else {
+					spec = mustTyped[appsv1.Deployment](t, find(r.host, "Deployment", "lbfed-controller")).Spec.Template.Spec
+				}
+				g.Expect(spec.ImagePullSecrets).To(Equal(want), kind)
+			}
+			cpp := mustTyped[policyv1alpha1.ClusterPropagationPolicy](t, find(r.karmada, "ClusterPropagationPolicy", "lbfed-lbcf-controller"))
+			secrets := []policyv1alpha1.ResourceSelector{
+				{APIVersion: "v1", Kind: "Secret", Namespace: "lbfed-system", Name: "regcred"},
+				{APIVersion: "v1", Kind: "Secret", Namespace: "lbfed-system", Name: "mirror"},
+			}
+			names, steps := jobSteps(mustTyped[batchv1.Job](t, find(r.host, "Job", "lbfed-karmada-apply")))
+			if !propagate {
+				g.Expect(cpp.Spec.ResourceSelectors).NotTo(ContainElements(secrets))
+				g.Expect(names).NotTo(ContainElement("member-pull-secrets"))
+				return
+			}
+			g.Expect(cpp.Spec.ResourceSelectors).To(ContainElements(secrets))
+			g.Expect(names).To(Equal([]string{"crds", "crds-established", "objects", "member-pull-secrets", "wait-controller", "interpreter", "unregister"}))
+			g.Expect(steps[3].Args).To(Equal([]string{"get", "secret", "--namespace", "lbfed-system", "--output=name", "regcred", "mirror"}))
 		})
 	}
 }

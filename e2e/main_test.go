@@ -2,7 +2,7 @@
 
 // Package e2e holds end-to-end tests against the full local topology: a Karmada control plane
 // and two member clusters with kwok nodes, started once for the package by testenv (see
-// e2e/localup). Run with `make test-e2e` (go test -tags e2e ./e2e/).
+// testinfra/localup). Run with `make test-e2e` (go test -tags e2e ./e2e/).
 package e2e
 
 import (
@@ -21,9 +21,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // The test binary doubles as a process started into the topology by an AfterReady hook: a

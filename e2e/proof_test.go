@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/podresponder"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/podresponder"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // Propagation normally takes 1-2 s; the margin is for a loaded 2-core CI machine.

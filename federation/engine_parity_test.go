@@ -22,12 +22,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/federation"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 	"github.com/lbfed/lbfed/watchdecode"
 )
 
@@ -171,7 +171,7 @@ func TestDriversGetTheMemberPod(t *testing.T) {
 	e := newEnvWithoutController(t)
 	g := e.g
 	proxy := karmadaProxy(t, e.cfg, e.ns+"-a")
-	pods, err := controller.NewClusterProxyPods(&rest.Config{Host: proxy.URL}, time.Minute)
+	pods, err := federation.NewClusterProxyPods(&rest.Config{Host: proxy.URL}, time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	e.startStoppableController(func(o *controller.Options) { o.MemberPods = pods })
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"sort"
 	"strconv"
@@ -17,26 +16,23 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/federation"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/lbenv"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 	"github.com/lbfed/lbfed/watchdecode"
 )
 
@@ -46,18 +42,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	data, err := os.ReadFile("testdata/karmada-crds.yaml")
+	standIns, err := testenv.KarmadaStandIns()
 	if err != nil {
 		panic(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytesReader(data), 4096)
-	for {
-		c := &apiextensionsv1.CustomResourceDefinition{}
-		if err := dec.Decode(c); err != nil {
-			break
-		}
-		crds = append(crds, c)
-	}
+	crds = append(crds, standIns...)
 	testenv.Main(m, localup.ClusterOptions{Name: "fed", CRDs: crds})
 }
 
@@ -98,31 +87,18 @@ func newEnvTB(t testing.TB, grace time.Duration) *env {
 
 // newEnvWithoutController is a namespace, a memdriver and a client, with no controller running.
 func newEnvWithoutController(t testing.TB) *env {
-	cfg := testenv.Config(t)
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	e := &env{t: t, g: NewWithT(t), ctx: ctx, cfg: cfg, c: c, drv: memdriver.New(), ns: fmt.Sprintf("fed-%d", time.Now().UnixNano()%1000000)}
-	e.g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})).To(Succeed())
-	srv := httptest.NewServer(e.drv.Handler(driver.HandlerOptions{}))
-	t.Cleanup(srv.Close)
-	e.url = srv.URL
-	return e
+	b := lbenv.New(t, lbenv.Options{Scheme: scheme, Namespace: fmt.Sprintf("fed-%d", time.Now().UnixNano()%1000000), QPS: 500, Burst: 1000})
+	return &env{t: t, g: b.G, ctx: b.Ctx, cfg: b.Cfg, c: b.C, drv: b.Drv, ns: b.NS, url: b.URL}
 }
 
 // startController runs the federation controller in-process until the test ends, or until stop
 // is called.
 func (e *env) startController(grace time.Duration) (stop func()) {
 	t, ctx, cfg := e.t, e.ctx, e.cfg
-	skip := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip},
-		// As cmd/lbfed-controller caches.
-		Cache: testenv.UnchangedCache(t, federation.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
+	// As cmd/lbfed-controller caches.
+	mo := lbenv.ManagerOptions(scheme, testenv.UnchangedCache(t, federation.CacheOptions()))
+	mo.NewCache, mo.Client = watchdecode.NewCacheWithoutManagedFields, controller.ClientOptions()
+	mgr, err := ctrl.NewManager(cfg, mo)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.reg = prometheus.NewRegistry()
 	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg), Options: controller.Options{
@@ -225,18 +201,27 @@ func report(params map[string]string, generation, observed int64, truncated bool
 
 // reportFor is a report made after the member saw the template's report request req.
 func reportFor(req string, params map[string]string, generation, observed int64, truncated bool, pods ...pod) *runtime.RawExtension {
+	return reportOf(req, params, generation, observed, truncated, candidates(pods...))
+}
+
+// candidates are the member's candidates of pods (port 80).
+func candidates(pods ...pod) []lbcfv1beta1.Candidate {
 	var cands []lbcfv1beta1.Candidate
 	for _, p := range pods {
 		cands = append(cands, lbcfv1beta1.Candidate{Kind: lbcfv1beta1.CandidatePod, Name: p.name, UID: lbcfv1beta1.ShortUID(types.UID(p.name + "-uid")),
 			IPs: []string{p.ip}, Port: 80, Protocol: corev1.ProtocolTCP, Phase: corev1.PodRunning, Ready: p.ready})
 	}
+	return cands
+}
+
+func reportOf(req string, params map[string]string, generation, observed int64, truncated bool, cands []lbcfv1beta1.Candidate) *runtime.RawExtension {
 	enc, _ := lbcfv1beta1.EncodeCandidates(params, cands, 0)
 	cond := metav1.ConditionFalse
 	if truncated {
 		cond = metav1.ConditionTrue
 	}
 	r := map[string]any{
-		"candidates": enc, "backends": len(pods), "observedGeneration": observed, "generation": generation, "resourceTemplateGeneration": 1,
+		"candidates": enc, "backends": len(cands), "observedGeneration": observed, "generation": generation, "resourceTemplateGeneration": 1,
 		"conditions": []metav1.Condition{{Type: lbcfv1beta1.BackendGroupCandidatesTruncated, Status: cond, Reason: "Test", LastTransitionTime: metav1.Now()}},
 	}
 	if req != "" {

@@ -22,10 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 	"github.com/lbfed/lbfed/interpreter"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // Leader election of the test replicas: short, so that failover is seconds, with the ratios of

@@ -19,6 +19,10 @@ import (
 // control-plane evidence alone, and restore a withdrawn member only from a report it made after
 // its return.
 
+// ReasonReadinessUnobserved is the reason of a Contributing member some of whose pods are not
+// Ready on its control plane's evidence alone.
+const ReasonReadinessUnobserved = "ReadinessUnobserved"
+
 // observation is what Karmada tells of one member of one group.
 type observation struct {
 	name string
@@ -185,6 +189,15 @@ func decide(in planInput) *groupPlan {
 		}
 		if m.report != nil && m.report.partial && m.report.truncated {
 			m.status.Truncated = true
+		}
+		if m.report != nil && m.report.unobserved > 0 {
+			// Pods its control plane marked not Ready without looking at them: the engine keeps
+			// them as unobserved (controller.Readiness), the member says how many.
+			m.status.UnobservedCandidates = int32(m.report.unobserved)
+			if m.status.State == lbcfv1beta1.MemberContributing && m.status.Reason == "Reporting" {
+				m.status.Reason = ReasonReadinessUnobserved
+				m.status.Message = fmt.Sprintf("observed and reporting; %d of its pods are not Ready on its control plane's evidence alone (node unreachable or NotReady, Ready cleared by the node lifecycle controller while their containers are ready): registered ones stay for the grace period and the floor (see the ReadinessUnobserved condition)", m.report.unobserved)
+			}
 		}
 	}
 	anyServes := func(except string) bool {

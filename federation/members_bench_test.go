@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // BenchmarkTwentyMembers: one BackendGroup placed on 20 members that report 1,000 Ready pods

@@ -16,6 +16,10 @@ func TestDecide(t *testing.T) {
 	grace := time.Minute
 	serving := &clusterReport{backends: []controller.Backend{{Name: "a", Ready: true, HasIP: true, Phase: "Running"}}}
 	empty := &clusterReport{}
+	// Issue 43: a member whose node controller marked its pods not Ready (readiness unobserved).
+	marked := &clusterReport{unobserved: 2, backends: []controller.Backend{
+		{Kind: lbcfv1beta1.CandidatePod, Name: "a", HasIP: true, Phase: "Running", ReadinessUnobserved: true},
+		{Kind: lbcfv1beta1.CandidatePod, Name: "b", HasIP: true, Phase: "Running", ReadinessUnobserved: true}}}
 	recent, old := now.Add(-10*time.Second), now.Add(-2*time.Minute)
 	live := func(name string, r *clusterReport) observation {
 		return observation{name: name, target: true, live: true, fresh: r, last: r}
@@ -94,6 +98,14 @@ func TestDecide(t *testing.T) {
 			obs:      []observation{live("m1", serving), down("m2", old, serving)},
 			previous: []lbcfv1beta1.MemberStatus{{Name: "m2", State: lbcfv1beta1.MemberUnobserved, Reason: "ClusterNotReady", Since: metav1.NewTime(now.Add(-30 * time.Second))}},
 			want:     map[string]want{"m2": {lbcfv1beta1.MemberUnobserved, "ClusterNotReady", false, true}}},
+		{name: "pods marked not Ready by the member's control plane: contributing, says so", obs: []observation{live("m1", marked), live("m2", serving)},
+			want: map[string]want{"m1": {lbcfv1beta1.MemberContributing, ReasonReadinessUnobserved, true, true}, "m2": {lbcfv1beta1.MemberContributing, "Reporting", true, true}}},
+		{name: "every member's pods marked: all contribute (the engine holds the pods)", obs: []observation{live("m1", marked), live("m2", marked)},
+			want: map[string]want{"m1": {lbcfv1beta1.MemberContributing, ReasonReadinessUnobserved, true, true}, "m2": {lbcfv1beta1.MemberContributing, ReasonReadinessUnobserved, true, true}}},
+		{name: "a marked member does not serve: an unobserved one past grace is held", obs: []observation{live("m1", marked), down("m2", old, serving)},
+			want: map[string]want{"m1": {lbcfv1beta1.MemberContributing, ReasonReadinessUnobserved, true, true}, "m2": {lbcfv1beta1.MemberHeld, "NoOtherMemberServes", false, true}}},
+		{name: "a marked member's last report kept while Karmada lost it", obs: []observation{live("m1", serving), down("m2", recent, marked)},
+			want: map[string]want{"m2": {lbcfv1beta1.MemberUnobserved, "ClusterNotReady", false, true}}},
 		{name: "binding missing within grace", missing: true,
 			obs:  []observation{{name: "m1", reason: "BindingMissing", since: recent, last: serving}},
 			want: map[string]want{"m1": {lbcfv1beta1.MemberUnobserved, "BindingMissing", false, true}}},
@@ -121,6 +133,9 @@ func TestDecide(t *testing.T) {
 				g.Expect(m.authoritative).To(Equal(w.auth), name+" authoritative")
 				g.Expect(m.report != nil).To(Equal(w.report), name+" contributes")
 				g.Expect(m.status.Message).NotTo(BeEmpty(), name)
+				if m.report != nil {
+					g.Expect(m.status.UnobservedCandidates).To(BeEquivalentTo(m.report.unobserved), name+" counts its unobserved pods")
+				}
 			}
 			if tc.request {
 				g.Expect(p.request).NotTo(BeEmpty())

@@ -20,6 +20,8 @@ import (
 //	                                             (Contributing, Stale, Unobserved, Held, Withdrawn,
 //	                                             Recovering): Withdrawn and Held are what to alert on
 //	lbfed_cluster_candidates_truncated{cluster} groups whose report from the member is cut to its budget
+//	lbfed_cluster_unobserved_candidates{cluster} its reported pods not Ready on its control plane's
+//	                                             evidence alone (node unreachable or NotReady)
 //	lbfed_cluster_unregistered_backends{cluster} its records not registered (yet)
 //	lbfed_cluster_unregistered_oldest_seconds{cluster} age of its oldest record not registered
 type Metrics struct {
@@ -27,6 +29,7 @@ type Metrics struct {
 	registration *prometheus.HistogramVec
 	states       *prometheus.GaugeVec
 	truncated    *prometheus.GaugeVec
+	unobserved   *prometheus.GaugeVec
 
 	// The gauges are running totals, changed by each group's difference: recomputed over every
 	// group for each group reconcile, they cost 1.9 ms per reconcile at 10,000 groups, under this
@@ -39,6 +42,7 @@ type Metrics struct {
 	candTotal  map[string]int
 	stateTotal map[string]map[lbcfv1beta1.MemberState]int
 	truncTotal map[string]int
+	unobsTotal map[string]int
 	// records: the record gauges.
 	records *recordCounts
 }
@@ -49,6 +53,7 @@ type memberFigures struct {
 	state      lbcfv1beta1.MemberState
 	truncated  bool
 	candidates int
+	unobserved int
 }
 
 var memberStates = []lbcfv1beta1.MemberState{lbcfv1beta1.MemberContributing, lbcfv1beta1.MemberStale, lbcfv1beta1.MemberUnobserved,
@@ -67,14 +72,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "BackendGroups in which the member cluster is in each state (Contributing, Stale, Unobserved, Held, Withdrawn, Recovering)."}, []string{"cluster", "state"}),
 		truncated: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_cluster_candidates_truncated",
 			Help: "BackendGroups whose report from the member cluster is cut to its byte budget."}, []string{"cluster"}),
+		unobserved: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_cluster_unobserved_candidates",
+			Help: "Pods the member cluster reports as not Ready on its control plane's evidence alone (node unreachable or NotReady, Ready cleared by the node lifecycle controller while the containers are ready), over all BackendGroups."}, []string{"cluster"}),
 		groups:     map[types.UID][]memberFigures{},
+		unobsTotal: map[string]int{},
 		candTotal:  map[string]int{},
 		stateTotal: map[string]map[lbcfv1beta1.MemberState]int{},
 		truncTotal: map[string]int{},
 		records:    newRecordCounts(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.candidates, m.registration, m.states, m.truncated, m.records)
+		reg.MustRegister(m.candidates, m.registration, m.states, m.truncated, m.unobserved, m.records)
 	}
 	return m
 }
@@ -112,7 +120,7 @@ func (m *Metrics) setPlanLocked(bg types.UID, members map[string]*memberPlan) {
 	for name, mp := range members {
 		f := memberFigures{cluster: name, state: mp.status.State, truncated: mp.status.Truncated}
 		if mp.report != nil {
-			f.candidates = mp.report.count()
+			f.candidates, f.unobserved = mp.report.count(), mp.report.unobserved
 		}
 		figures = append(figures, f)
 		m.tallyLocked(f, 1)
@@ -138,6 +146,7 @@ func (m *Metrics) tallyLocked(f memberFigures, d int) {
 		m.truncTotal[f.cluster] += d
 	}
 	m.candTotal[f.cluster] += d * f.candidates
+	m.unobsTotal[f.cluster] += d * f.unobserved
 }
 
 // publishLocked sets a cluster's gauges from its totals.
@@ -147,6 +156,7 @@ func (m *Metrics) publishLocked(cluster string) {
 	}
 	m.truncated.WithLabelValues(cluster).Set(float64(m.truncTotal[cluster]))
 	m.candidates.WithLabelValues(cluster).Set(float64(m.candTotal[cluster]))
+	m.unobserved.WithLabelValues(cluster).Set(float64(m.unobsTotal[cluster]))
 }
 
 // ObserveRegistered records a record's registration latency (engine hook).

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // controllerProcess is lbfed-controller (federation only) run as a process, so that its memory
@@ -60,7 +60,7 @@ func startLbfedControllerWith(tb testing.TB, bin, kubeconfig string, args []stri
 	mp := testenv.FreePort(tb)
 	p := &controllerProcess{metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mp)}
 	// With the front doors, as the chart runs it: the test API server serves stand-ins of the
-	// Karmada kinds they watch (testdata/karmada-crds.yaml).
+	// Karmada kinds they watch (testenv.KarmadaStandIns).
 	p.cmd = exec.Command(bin, "--kubeconfig="+kubeconfig, "--interpreter-enabled=false", "--federation-leader-elect=false",
 		"--federation-metrics-bind-address=127.0.0.1:"+strconv.Itoa(mp), "--federation-health-probe-bind-address=0", "--federation-profiling")
 	// Extra flags for an experiment, e.g. -vmodule=reflector=4 to log the informers' lists and
@@ -213,82 +213,7 @@ func parallel(n int, f func(i int) error) {
 // more flags for them. LBFED_BENCH_ROLLOUT_AT restarts the API server during the first build
 // (rolloutAt), LBFED_BENCH_ROLLOUT=0 leaves out the rollout after the restart (apiServerRollout).
 //
-// Measured at full size (2 cores, nothing else running), with the group index: from scratch
-// 1,069 s to every record registered and shown on its group; restart resync 76.1 s (most of it
-// the initial cache sync), 0 driver calls, 0 reconciles in the idle minute, peak RSS 871.9 MiB
-// (live heap 509 MB idle). Idle CPU without scrapes ≈ 2 ms/s; the figure was 24-41 ms/s while
-// the window held the benchmark's six scrapes and the record gauges listed every record per
-// scrape (≈ 317 ms of CPU each at this size). Before the group index, each group reconcile
-// scanned all 100,000 records: the groups' statuses ran ≈ 6 reconciles a second, 20× slower.
-// At a tenth (1,000 LoadBalancers): resync 3.3 s, 170-192 MiB.
-// With the address index in buckets and leaner member reports (one full-size run): from scratch
-// 1,012 s, resync 55.9 s, 0 driver calls, 0 idle reconciles, idle CPU 12.2 ms/s (scrapes out
-// of the window), peak RSS 805.3 MiB, live heap 436.7 MB (0.86× the 509 MB before). A second
-// run with the two-minute idle window: from scratch 1,052 s, resync 58.0 s, 0 driver calls,
-// 0 idle reconciles, idle CPU 6.4 ms/s with one collection in the window, peak RSS 810.8 MiB,
-// live heap 436.2 MB. Its idle CPU profile: 500 of 630 ms are that forced collection's marking,
-// 30 ms sweeping, the rest the scheduler and netpoller; no sample in lbfed, client-go or
-// controller-runtime code. What idle costs is the runtime's periodic scan of the live heap.
-// With the member gauges kept as running totals (each group reconcile recomputed them over every
-// group: 1.9 ms a reconcile at 10,000 groups, under one lock; BenchmarkSetPlan): from scratch
-// 979 s, resync 36.5 s (0.63× the 58.0 s of the run before), 0 driver calls, 0 idle reconciles,
-// idle CPU 8.5 ms/s (one collection), peak RSS 805.7 MiB, live heap 433.9 MB.
-// With the members' decoded reports leaner (BenchmarkDecodedReportBytes: 641 -> 432 bytes a
-// backend), against a run of the code before in the same session: live heap 409.8 MB (429.4,
-// 0.95x), resync 25.8 s (24.7), from scratch 757 s (779), 0 driver calls, 0 idle reconciles,
-// idle CPU 5.5 ms/s (5.3), peak RSS 798.4 MiB (794.6: the chart's goMemLimit bounds it).
-// With the record cache's labels shared and its address annotation dropped, on a machine ≈ 3×
-// slower, the chart's limit against LBFED_BENCH_GOMEMLIMIT=460MiB in the same session (gctrace
-// on): live heap 351.2 MB (351.4), peak RSS 800.3 MiB (507.6; 481.5 from scratch), resync 87.4 s
-// (132.4: 1.51x, 37 collections against 58 with 44.5 s of GC CPU against 9.1, the collections
-// back to back at the resync's peak of ≈ 377 MB marked), from scratch 2,444 s (2,478), 0 driver
-// calls, 0 idle reconciles, idle CPU 11.5 ms/s (11.7).
-// With the watch streams decoded by package watchdecode, at a tenth: of a 7.0 s resync 5.2 s
-// passed before any controller started (the manager waits for the informers started at set-up),
-// the controller's CPU 60 % in client-go's watch decoders; five restarts of the commit before
-// and of this one in turn on one world: resync median 7.53 -> 5.45 s (0.72x), controller CPU
-// 6.80 -> 4.56 s (0.67x). Single runs at a tenth vary 5.6-7.4 s between identical binaries.
-// Full size, ten restarts on one world with limits in turn (the chart then had 800MiB; a CI-free
-// machine): 800MiB resync 50.9/52.8/61.0/70.3 s, peak RSS 784-787 MiB, controller CPU median
-// 49.2 s; 480MiB 56.1/62.6/62.0/59.6 s, 493-505 MiB, 57.0 s (1.16x); 448MiB 108.7 (the API
-// server's CPU 146 s against 44-83 s in the others) and 56.0 s, 461-469 MiB. Live heap 287-290
-// MB after each; from scratch 2,461 s, live heap at most 353 MB. The chart's default is 480MiB
-// since. Half of the restarts ran a build whose cache transforms and owner check allocate less
-// (c26244c): 34-35 collections against 39-40 at 480MiB, the controller's CPU not measurably less.
-// 2026-11-29, full size, the chart's 480MiB, three restarts on one world: resync 49.5, 50.1,
-// 47.6 s, peak RSS 497.2, 495.6, 504.9 MiB, 0 driver calls; from scratch 2,554 s with a peak RSS
-// of 557.8 MiB (the same controller code peaked at 493.7 MiB the session before; not explained).
-// Explained the next day: relists. The API server drops a record watcher that falls behind and,
-// once its watch cache has moved on, the informer lists again ("too old resource version"),
-// building the new list beside its store: a from-scratch run with two record relists peaked at
-// 563.7 MiB, one without at 480.3 MiB. The rollout phase forces one for every informer: 528.5 MiB
-// (live heap up to 388 MB, 26 collections in the relist's 200 s), 0 driver calls, relisted in
-// 84.1 s. With the held objects reused by the relist (watchdecode): 499.9 MiB (321 MB, 14
-// collections), 0 driver calls, 112.6 s with a CI run beside it; restart 494.6 MiB, resync 32.4 s.
-// A from-scratch build with a rollout at half the records registered (LBFED_BENCH_ROLLOUT_AT=0.5;
-// every kind relisted, the records' list 100,000 long with the whole store held): 1,179 s, peak
-// RSS 507.7 MiB, reached as the records' relist ended (live heap 281-303 MB after it); then
-// restart 493.3 MiB, resync 24.3 s, 0 driver calls; rollout 507.3 MiB, 0 calls, 75.6 s. With the
-// limit binding, RSS sits at GOMEMLIMIT plus the pages the runtime does not count (the binary's,
-// ≈ 31 MiB). 480MiB against 464MiB alternated on one world, two restarts each with a rollout:
-// resync 32.7, 27.2 against 26.4, 26.9 s; RSS 494.8, 496.0 against 480.2, 484.5 MiB; rollout
-// 488.4, 495.8 against 485.7, 489.8 MiB. From scratch with a relist at 464MiB: 491.0 MiB. The
-// chart's default is 464MiB since.
-// 2026-12-02, after the group pacer and the address reserve (369dd29), two full-size worlds in
-// one session, nothing else running. The first: from scratch 2,044 s, peak RSS 548.4 MiB;
-// restart resync 80.75 s with 104.2 s of API-server CPU, peak RSS 480.2 MiB, 0 driver calls,
-// 0 idle reconciles, idle CPU 12.75 ms/s; rollout 494.3 MiB, 0 calls, relisted in 129.3 s. The
-// second (controller logs and gctrace kept, no rollout): from scratch 1,550 s, 462.3 MiB;
-// restarts 37.55 s (34.2 s of API-server CPU, 485.9 MiB, 0 calls, 0 idle reconciles, 12.33
-// ms/s) and 40.04 s at 464MiB (478.6 MiB, 30 collections), 36.02 and 41.74 s at 800MiB
-// (739-761 MiB, 22-23). The first world's figures look like a relist's, as above (the API
-// server's CPU three times the second's, the from-scratch RSS over 512), unconfirmed: that run
-// kept no reflector log.
-// 2026-12-03, with the idle controller's forced collections suspended (package idlegc), one
-// full-size world, the baseline a last restart on it with --suspend-idle-gc=false: idle CPU 2.08
-// against 4.92 ms/s (0.42x), 0 collections in the idle window against 1, 0 reconciles both,
-// 17.4 KiB/s allocated idle; resync 29.1 s, peak RSS 482.4 MiB, live heap 289.8 MB, 0 driver
-// calls; rollout 491.2 MiB, 0 calls, relisted in 64.1 s; from scratch 1,166 s, 463.7 MiB.
+// Measurements and their history: docs/benchmarks.md ("BenchmarkRestartResync (federation)").
 func BenchmarkRestartResync(b *testing.B) {
 	lbs, perCluster := 10000, 5
 	if n, err := strconv.Atoi(os.Getenv("LBFED_BENCH_RESYNC_LBS")); err == nil && n > 0 {

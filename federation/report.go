@@ -75,9 +75,10 @@ type clusterReport struct {
 	items, nodes []string
 	svcName      string
 	params       map[string]string
-	// size is the number of backends that decoded.
-	size    int
-	partial bool // truncated or undecodable: records of missing backends are kept
+	// size is the number of backends that decoded; unobserved the number of pods among them whose
+	// readiness the member could not observe (see lbcfv1beta1.Candidate.Unobserved).
+	size, unobserved int
+	partial          bool // truncated or undecodable: records of missing backends are kept
 	// truncated: the member cut its list to its byte budget.
 	truncated bool
 	// request is the report request the member echoed.
@@ -215,6 +216,11 @@ func (r *report) decode(cluster string, bg *lbcfv1beta1.BackendGroup, share func
 		out.partial = true // entries that did not decode may be backends we must not drop
 	}
 	out.size = len(backends)
+	for i := range backends {
+		if backends[i].ReadinessUnobserved {
+			out.unobserved++
+		}
+	}
 	if len(backends) > scanBackends {
 		out.backends = backends
 	} else {
@@ -248,6 +254,7 @@ func decodeBackends(c *lbcfv1beta1.Candidates, cluster, svcName string, params m
 		case lbcfv1beta1.CandidatePod:
 			port := lbcfv1beta1.PortSelector{Port: c.Port, Protocol: string(c.Protocol)}
 			b.Name, b.UID, b.Port, b.IPs, b.HasIP, b.Phase = c.Name, c.UID, port, c.IPs, len(c.IPs) > 0, c.Phase
+			b.ReadinessUnobserved = c.Unobserved
 		case lbcfv1beta1.CandidateNode:
 			b.Name, b.Port, b.NodePort = svcName, lbcfv1beta1.PortSelector{Port: c.Port, Protocol: string(c.Protocol)}, c.NodePort
 		default:

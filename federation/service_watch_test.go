@@ -5,17 +5,17 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/lbfed/lbfed/lbcf/servicechange"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 // TestServiceWatchPassesSpecChanges: the federation maps Service events to the service-backend
-// BackendGroups through controller.ServiceChanged. A Service's metadata.generation never moves
+// BackendGroups through servicechange.Predicate. A Service's metadata.generation never moves
 // (the API server does not bump it for Services), so a predicate on the generation dropped every
 // update: a changed selector, ports or type did not re-trigger the groups. The updates here are
 // real ones from the API server; a status-only write must still be dropped (it changes nothing a
@@ -56,7 +56,7 @@ func TestServiceWatchPassesSpecChanges(t *testing.T) {
 		cur := &corev1.Service{}
 		e.g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(svc), cur)).To(Succeed())
 		e.g.Expect(cur.ResourceVersion).NotTo(Equal(old.ResourceVersion), "%s: the API server took the update", tc.name)
-		got := controller.ServiceChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur})
+		got := servicechange.Predicate().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: cur})
 		e.g.Expect(got).To(Equal(tc.passes), "%s: generation %d -> %d", tc.name, old.Generation, cur.Generation)
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/servicechange"
 )
 
 // Options configure the federation controller.
@@ -75,6 +76,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 	if _, ok := lbcfv1beta1.ParseMemberLossPolicy(string(opts.MemberLossPolicy)); !ok {
 		return nil, fmt.Errorf("unknown member-loss policy %q (FailStatic, Withdraw or Keep)", opts.MemberLossPolicy)
 	}
+	// A pod whose readiness its member could not observe is handled like a member Karmada cannot
+	// observe: the same grace period and policy.
+	opts.Readiness.UnobservedGrace, opts.Readiness.Policy = opts.Grace, opts.MemberLossPolicy
 	src := &Source{Client: mgr.GetClient(), Writer: mgr.GetClient(), Recorder: opts.Recorder, Grace: opts.Grace,
 		Policy: opts.MemberLossPolicy, CandidatesBudget: opts.CandidatesBudget, DryRun: opts.DryRun, Metrics: opts.ClusterMetrics}
 	if opts.ClusterMetrics != nil {
@@ -114,7 +118,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*Source, error)
 			return b.Watches(&clusterv1alpha1.Cluster{}, groupsOfCluster, builder.WithPredicates(readinessChanged()))
 		},
 		func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&corev1.Service{}, controller.GroupsOfService(c), builder.WithPredicates(controller.ServiceChanged()))
+			return b.Watches(&corev1.Service{}, controller.GroupsOfService(c), builder.WithPredicates(servicechange.Predicate()))
 		},
 		func(b *builder.Builder) *builder.Builder { return b.Watches(&lbcfv1beta1.BackendGroup{}, forget) },
 	}

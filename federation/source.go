@@ -8,33 +8,11 @@
 // What each member contributes is decided per group by a member plan (members.go): withdraw what
 // is known to be gone, keep within bounds what is only unobserved, never empty a group on
 // control-plane evidence alone (the fail-static floor), restore a withdrawn member only from a
-// report it made after its return. The plan is written on the template (status.members, the
-// MembersWithdrawn/FailStatic/BindingMissing/CandidatesTruncated conditions) and in metrics.
+// report it made after its return. ClusterProxyPods reads members' pods for drivers through
+// Karmada's cluster proxy.
 //
-// # Registration state back to the members (readiness gates)
-//
-// A member sets its pods' readiness gate lbfed.io/backend-registered from what the federation
-// registered, but the records live on Karmada and a Pull member's API server may not be reachable
-// from it. So the answer travels the way the group itself does: the federation writes, on the
-// template, the annotation lbfed.io/registered — per member, one bit per item of the member's
-// latest report (in the report's order), named by the report's digest (FNV-64a of its items) —
-// and Karmada propagates it to every member with the rest of the template (Push:
-// karmada-controller-manager's execution controller writes the member object; Pull: karmada-agent
-// does, from the Work). The member's lbcf-controller keeps its last eight reports per group, reads
-// the bits against the one the digest names (in a rollout it has usually reported again before the
-// answer arrives) and patches the gate condition of the pods whose bits say registered.
-//
-//   - Size: one bit per candidate: 20,000 candidates are 2,500 bytes of bits, ≈ 3.4 kB encoded,
-//     whatever the split between members (TestRegistrationRoundTrip) — far inside an annotation
-//     (256 kB) and the binding (1.5 MiB), so it is rewritten whole without strain.
-//   - Writes: one template patch per change of some member's bits or report, coalesced over 50 ms;
-//     none while nothing changes. Each patch is one Work update per member.
-//   - Latency: the coalescing delay, the patch, Karmada's propagation of a template update
-//     (detector, binding, Work, member object) and the member's pod patch; measured figures are in
-//     README "Zero-downtime rollouts" (e2e TestZeroDowntimeRollouts).
-//   - Safety: a member that cannot match the annotation to a report it remembers (after a restart,
-//     say) leaves its conditions as they are; bits only ever say "registered" for a backend whose
-//     records are Registered on every LoadBalancer of the group.
+// How registration state travels back to the members (readiness gates), its size, writes, latency
+// and safety: docs/design/federation.md.
 package federation
 
 import (

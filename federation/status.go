@@ -99,6 +99,13 @@ func (s *Source) event(bg *lbcfv1beta1.BackendGroup, was, now lbcfv1beta1.Member
 		case lbcfv1beta1.MemberHeld, lbcfv1beta1.MemberUnobserved, lbcfv1beta1.MemberStale:
 			reason = "MemberObserved"
 		}
+		switch {
+		case reason != "":
+		case now.Reason == ReasonReadinessUnobserved:
+			typ, reason = corev1.EventTypeWarning, "MemberReadinessUnobserved"
+		case was.Reason == ReasonReadinessUnobserved:
+			reason = "MemberReadinessObserved"
+		}
 	}
 	if reason == "" {
 		return

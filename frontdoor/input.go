@@ -16,17 +16,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/elb/servicelb"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 // VIPAndMethod reads the lb.zdns.cn/vip and lb.zdns.cn/method annotations (elb-controller's, with
 // its validation); fallback is a Service's spec.loadBalancerIP, empty for none.
 func VIPAndMethod(annotations map[string]string, fallback string) (netip.Addr, string, error) {
-	vip, err := servicelb.ParseVIP(annotations, fallback)
+	vip, err := lbspec.ParseVIP(annotations, fallback)
 	if err != nil {
 		return netip.Addr{}, "", Refusef(ReasonInvalid, "%v", err)
 	}
-	method, err := servicelb.ParseMethod(annotations)
+	method, err := lbspec.ParseMethod(annotations)
 	if err != nil {
 		return netip.Addr{}, "", Refusef(ReasonInvalid, "%v", err)
 	}

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/lbfed/lbfed/elb/radware"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 // Wire strings of the generated objects.
@@ -228,10 +228,10 @@ func shorten(s string) string {
 	return strings.TrimRight(s[:54], "-.") + "-" + hex.EncodeToString(h[:])[:8]
 }
 
-// lbSpec is the Radware driver's lbSpec of one port.
+// lbSpec is the Radware driver's lbSpec (lbspec) of one port.
 func lbSpec(w Want, p Port) map[string]string {
-	return map[string]string{radware.KeyVIP: w.VIP.String(), radware.KeyPort: strconv.Itoa(int(p.Port)),
-		radware.KeyProtocol: string(p.Protocol), radware.KeyMethod: w.Method}
+	return map[string]string{lbspec.KeyVIP: w.VIP.String(), lbspec.KeyPort: strconv.Itoa(int(p.Port)),
+		lbspec.KeyProtocol: string(p.Protocol), lbspec.KeyMethod: w.Method}
 }
 
 // Sync makes the front door's generated objects match w: one LoadBalancer and one BackendGroup per
@@ -243,7 +243,7 @@ func (k *Kit) Sync(ctx context.Context, d Door, w Want) (Outcome, error) {
 	var out Outcome
 	ns := d.Object.GetNamespace()
 	for _, p := range w.Ports {
-		if _, err := radware.ParseLoadBalancer(lbSpec(w, p)); err != nil {
+		if _, err := lbspec.Parse(lbSpec(w, p)); err != nil {
 			return out, Refusef(ReasonInvalid, "port %s: %v", p, err)
 		}
 	}
@@ -338,14 +338,14 @@ type claimKey struct {
 }
 
 func keyOf(spec map[string]string) (claimKey, bool) {
-	if spec[radware.KeyVIP] == "" || spec[radware.KeyPort] == "" {
+	if spec[lbspec.KeyVIP] == "" || spec[lbspec.KeyPort] == "" {
 		return claimKey{}, false
 	}
-	proto := strings.ToUpper(strings.TrimSpace(spec[radware.KeyProtocol]))
+	proto := strings.ToUpper(strings.TrimSpace(spec[lbspec.KeyProtocol]))
 	if proto == "" {
 		proto = string(corev1.ProtocolTCP)
 	}
-	return claimKey{strings.TrimSpace(spec[radware.KeyVIP]), strings.TrimSpace(spec[radware.KeyPort]), proto}, true
+	return claimKey{strings.TrimSpace(spec[lbspec.KeyVIP]), strings.TrimSpace(spec[lbspec.KeyPort]), proto}, true
 }
 
 // checkConflicts refuses the front door when another LoadBalancer (a front door's or a user's)

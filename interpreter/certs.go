@@ -1,23 +1,18 @@
 package interpreter
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/lbfed/lbfed/servingcert"
 )
 
 // Default file names in a certificate folder (those of a kubernetes.io/tls Secret, plus the CA).
@@ -52,73 +47,19 @@ func NewSelfSigned(hosts []string, validFor time.Duration) (*SelfSigned, error) 
 	if len(hosts) == 0 {
 		return nil, errors.New("self-signed certificate: no hosts")
 	}
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := servingcert.NewCA("lbfed-interpreter-ca", validFor)
 	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
+		return nil, fmt.Errorf("create CA: %w", err)
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          randomSerial(),
-		Subject:               pkix.Name{CommonName: "lbfed-interpreter-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(validFor),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate serving key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: randomSerial(),
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validFor),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	certPEM, keyPEM, err := ca.Issue(hosts[0], hosts, x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return nil, fmt.Errorf("create serving certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode serving key: %w", err)
-	}
-	s := &SelfSigned{
-		CAPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}
+	s := &SelfSigned{CAPEM: ca.PEM, CertPEM: certPEM, KeyPEM: keyPEM}
 	if s.cert, err = tls.X509KeyPair(s.CertPEM, s.KeyPEM); err != nil {
 		return nil, fmt.Errorf("load serving certificate: %w", err)
 	}
 	return s, nil
-}
-
-func randomSerial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		// crypto/rand does not fail on supported platforms.
-		panic(err)
-	}
-	return n
 }
 
 // GetCertificate implements CertificateSource.

@@ -1,6 +1,6 @@
 // Package kindconfig_test keeps the kind cluster configs of `make up-kind` from rotting: they are
 // decoded strictly with kind's own v1alpha4 types, as `kind create cluster --config` does, and
-// checked against what kind-config/up-kind.sh assumes about them.
+// checked against what hack/kind/cluster-up.sh takes from them (name, subnets) and assumes.
 package kindconfig_test
 
 import (
@@ -18,7 +18,7 @@ import (
 	kindv1alpha4 "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 )
 
-// clusters are the configs up-kind.sh creates, by file name without .yaml.
+// clusters are the configs cluster-up.sh creates, by file name without .yaml.
 var clusters = []string{"karmada-host", "m1", "m2"}
 
 // decode mirrors kind's loader: YAML v3, unknown fields rejected.
@@ -32,13 +32,13 @@ func decode(data []byte) (*kindv1alpha4.Cluster, error) {
 	return c, nil
 }
 
-// check validates what kind would and what up-kind.sh relies on.
+// check validates what kind would and what cluster-up.sh relies on.
 func check(c *kindv1alpha4.Cluster, file string) error {
 	if c.Kind != "Cluster" || c.APIVersion != "kind.x-k8s.io/v1alpha4" {
 		return fmt.Errorf("%s: kind/apiVersion %s/%s", file, c.Kind, c.APIVersion)
 	}
 	if want := "lbfed-" + strings.TrimSuffix(filepath.Base(file), ".yaml"); c.Name != want {
-		return fmt.Errorf("%s: name %q, up-kind.sh expects %q", file, c.Name, want)
+		return fmt.Errorf("%s: name %q, cluster-up.sh expects %q", file, c.Name, want)
 	}
 	controlPlanes := 0
 	for _, n := range c.Nodes {
@@ -46,11 +46,13 @@ func check(c *kindv1alpha4.Cluster, file string) error {
 		case kindv1alpha4.ControlPlaneRole:
 			controlPlanes++
 		case kindv1alpha4.WorkerRole:
+			// The static ptp CNI (no kindnetd offline) routes the pods of one node per cluster.
+			return fmt.Errorf("%s: a worker node: cluster-up.sh runs one node per cluster", file)
 		default:
 			return fmt.Errorf("%s: unknown node role %q", file, n.Role)
 		}
 	}
-	// up-kind.sh addresses the single "<name>-control-plane" container.
+	// cluster-up.sh addresses the single "<name>-control-plane" container.
 	if controlPlanes != 1 {
 		return fmt.Errorf("%s: %d control-plane nodes, want 1", file, controlPlanes)
 	}
@@ -71,9 +73,9 @@ func TestConfigs(t *testing.T) {
 		names = append(names, strings.TrimSuffix(f, ".yaml"))
 	}
 	sort.Strings(names)
-	g.Expect(names).To(ConsistOf(clusters), "every config is used by up-kind.sh and the other way round")
+	g.Expect(names).To(ConsistOf(clusters), "every config is used by cluster-up.sh and the other way round")
 
-	script, err := os.ReadFile("up-kind.sh")
+	script, err := os.ReadFile("../hack/kind/lib.sh")
 	g.Expect(err).NotTo(HaveOccurred())
 	type subnet struct {
 		prefix netip.Prefix
@@ -87,7 +89,7 @@ func TestConfigs(t *testing.T) {
 		c, err := decode(data)
 		g.Expect(err).NotTo(HaveOccurred(), file)
 		g.Expect(check(c, file)).To(Succeed())
-		g.Expect(string(script)).To(ContainSubstring(name), "up-kind.sh creates %s", name)
+		g.Expect(string(script)).To(ContainSubstring(name), "hack/kind/lib.sh lists %s in CLUSTERS", name)
 		for _, s := range []string{c.Networking.PodSubnet, c.Networking.ServiceSubnet} {
 			p := netip.MustParsePrefix(s)
 			for _, other := range subnets {
@@ -109,7 +111,8 @@ func TestChecksCatchMistakes(t *testing.T) {
 		{"valid", base, ""},
 		{"misspelt field", strings.Replace(base, "podSubnet", "podSubnets", 1), "field podSubnets not found"},
 		{"old apiVersion", strings.Replace(base, "v1alpha4", "v1alpha3", 1), "kind/apiVersion"},
-		{"wrong name", strings.Replace(base, "lbfed-m1", "m1", 1), "up-kind.sh expects"},
+		{"wrong name", strings.Replace(base, "lbfed-m1", "m1", 1), "cluster-up.sh expects"},
+		{"a worker", base + "- role: worker\n", "one node per cluster"},
 		{"two control planes", base + "- role: control-plane\n", "2 control-plane nodes"},
 		{"bad role", base + "- role: master\n", "unknown node role"},
 		{"bad subnet", strings.Replace(base, "10.12.0.0/16", "10.12.0.0/33", 1), "subnet"},

@@ -50,54 +50,23 @@ func Ensure(dir string, hosts []string, validity time.Duration) (caPEM []byte, e
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create certificate folder: %w", err)
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA("lbfed-selfsigned-ca", validity)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "lbfed-selfsigned-ca"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create CA: %w", err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	crt, key, err := ca.Issue(hosts[0], hosts, x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: hosts[0]},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create serving certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	caPEM = ca.PEM
 	// The key goes last: a folder with a certificate but no key is not taken for a finished one.
 	for _, f := range []struct {
 		path string
 		data []byte
 	}{
 		{caPath, caPEM},
-		{certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})},
-		{keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})},
+		{certPath, crt},
+		{keyPath, key},
 	} {
 		if err := writeAtomic(f.path, f.data); err != nil {
 			return nil, err
@@ -134,9 +103,10 @@ type CA struct {
 	PEM []byte
 }
 
-// NewCA creates a CA named cn, valid for validity (a year when 0).
+// NewCA creates a CA named cn, valid for validity from now (a year when 0; a negative validity
+// makes a CA that has already expired, for tests of expiry).
 func NewCA(cn string, validity time.Duration) (*CA, error) {
-	if validity <= 0 {
+	if validity == 0 {
 		validity = 365 * 24 * time.Hour
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

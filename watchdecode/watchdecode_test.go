@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 func TestMain(m *testing.M) {

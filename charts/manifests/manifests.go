@@ -172,8 +172,14 @@ func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 
 // Split is a rendering of the lbfed chart by API server.
 type Split struct {
-	// Host goes to Karmada's host cluster (without the apply Jobs and their Secret).
+	// Host goes to Karmada's host cluster (without what Helm alone uses, in Helm).
 	Host []*unstructured.Unstructured
+	// Helm is what only a Helm release uses (job mode): the hooks — the apply Jobs, helm
+	// test's pods — and the apply Jobs' Secret and RBAC.
+	Helm []*unstructured.Unstructured
+	// Unregister is what the apply Job deletes from karmada-apiserver (job mode): the
+	// registrations of other values (kind and name only).
+	Unregister []*unstructured.Unstructured
 	// Karmada goes to karmada-apiserver, in apply order: CRDs first (wait until they are
 	// Established), then by kind as Helm installs, the ResourceInterpreterWebhookConfiguration
 	// last. Delete in reverse order, leaving the CRDs.
@@ -184,18 +190,20 @@ type Split struct {
 }
 
 // SplitLBFed separates the lbfed chart's objects by their TargetLabel. In job mode the objects
-// for karmada-apiserver are unpacked from the Secret of the apply Jobs, and the Jobs and the Secret
-// are left out of Host.
+// for karmada-apiserver are unpacked from the Secret of the apply Jobs, and what Helm alone uses
+// (hooks, the Jobs' Secret and RBAC) goes to Helm instead of Host.
 func SplitLBFed(objs []*unstructured.Unstructured) (*Split, error) {
 	s := &Split{}
 	var secret *unstructured.Unstructured
 	for _, o := range objs {
 		switch o.GetLabels()[TargetLabel] {
 		case TargetHost:
-			if o.GetLabels()["app.kubernetes.io/component"] == "karmada-apply" {
-				if o.GetKind() == "Secret" {
+			_, hook := o.GetAnnotations()["helm.sh/hook"]
+			if hook || o.GetLabels()["app.kubernetes.io/component"] == "karmada-apply" {
+				if o.GetKind() == "Secret" && !hook {
 					secret = o
 				}
+				s.Helm = append(s.Helm, o)
 				continue
 			}
 			s.Host = append(s.Host, o)
@@ -214,10 +222,14 @@ func SplitLBFed(objs []*unstructured.Unstructured) (*Split, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range []string{"crds.yaml", "objects.yaml", "interpreter.yaml"} {
+		for _, k := range []string{"crds.yaml", "objects.yaml", "interpreter.yaml", "unregister.yaml"} {
 			part, err := Decode(data[k])
 			if err != nil {
 				return nil, fmt.Errorf("split: %s: %w", k, err)
+			}
+			if k == "unregister.yaml" {
+				s.Unregister = part
+				continue
 			}
 			s.Karmada = append(s.Karmada, part...)
 		}

@@ -130,8 +130,16 @@ func TestSplitLBFed(t *testing.T) {
 	g.Expect(names(job.Karmada)).To(Equal(names(man.Karmada)))
 	g.Expect(job.Karmada[0].GetKind()).To(Equal("CustomResourceDefinition"))
 	g.Expect(job.Karmada[len(job.Karmada)-1].GetKind()).To(Equal("ResourceInterpreterWebhookConfiguration"))
-	// The host keeps the member certificate only in job mode; the Jobs are not host objects.
+	// The host keeps the member certificate only in job mode; the Jobs, their Secret and RBAC
+	// and helm test's pods are Helm's.
 	g.Expect(Find(job.Host, "Job", "", "lbfed-karmada-apply")).To(BeNil())
+	for _, o := range []struct{ kind, name string }{{"Job", "lbfed-karmada-apply"}, {"Job", "lbfed-karmada-delete"}, {"Secret", "lbfed-karmada-manifests"},
+		{"Role", "lbfed-karmada-apply"}, {"Pod", "lbfed-test-admission"}, {"ConfigMap", "lbfed-test"}} {
+		g.Expect(Find(job.Helm, o.kind, "karmada-system", o.name)).NotTo(BeNil(), o.kind+" "+o.name)
+		g.Expect(Find(job.Host, o.kind, "", o.name)).To(BeNil(), o.kind+" "+o.name)
+	}
+	g.Expect(man.Helm).To(BeEmpty())
+	g.Expect(names(job.Unregister)).To(ConsistOf("ResourceInterpreterCustomization//lbfed-lbcf-backendgroup", "ResourceInterpreterCustomization//lbfed-lbcf-loadbalancer"))
 	g.Expect(names(job.Host)).To(ContainElement("Secret/karmada-system/lbfed-member-webhook-tls"))
 	g.Expect(names(man.Host)).NotTo(ContainElement("Secret/karmada-system/lbfed-member-webhook-tls"))
 

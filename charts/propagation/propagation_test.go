@@ -1,9 +1,10 @@
 //go:build e2e
 
 // Package propagation_test installs the lbfed chart's output on a real Karmada with two member
-// clusters (e2e/localup) the way `helm install` would through its apply Job, and runs the
+// clusters (testinfra/localup) the way `helm install` would through its apply Job, and runs the
 // binaries as the Deployments describe them: what Karmada propagates from the chart must be a
-// working member installation, the member webhooks must reach the members and never
+// working member installation (with the pull Secret its pods name), the member webhooks must
+// reach the members and never
 // karmada-apiserver, and lbfed-controller must work with only the chart's RBAC in
 // karmada-apiserver.
 //
@@ -32,10 +33,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -86,11 +87,18 @@ func TestChartOnKarmada(t *testing.T) {
 	out, err := build.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 
+	// A private registry's pull Secret, created in karmada-apiserver where the chart README says:
+	// the member pods name it, and Karmada brings it to every member with them.
+	kc := newClient(t, topo.Karmada())
+	g.Expect(kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	pull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regcred"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"dTpw"}}}`)}}
+	g.Expect(kc.Create(ctx, pull.DeepCopy())).To(Succeed())
+
 	// The chart's output applied to karmada-apiserver as its apply Job does, and its workloads
 	// run as processes with their Deployments' arguments, certificates and service accounts.
-	lbfed, err := deploy.InstallLbfed(ctx, topo, deploy.Options{RepoRoot: root, Bin: bin})
+	lbfed, err := deploy.InstallLbfed(ctx, topo, deploy.Options{RepoRoot: root, Bin: bin, Set: []string{"global.imagePullSecrets[0].name=regcred"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	kc := newClient(t, topo.Karmada())
 	members := topo.Members()
 
 	// What every member gets from the propagation policy: the CRDs, the member components and
@@ -110,8 +118,13 @@ func TestChartOnKarmada(t *testing.T) {
 			for _, crd := range []string{"backendgroups", "backendrecords", "loadbalancerdrivers", "loadbalancers"} {
 				g.Expect(mc.Get(ctx, client.ObjectKey{Name: crd + ".lbcf.tkestack.io"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
 			}
-			g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller"}, &appsv1.Deployment{})).To(Succeed())
+			d := &appsv1.Deployment{}
+			g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller"}, d)).To(Succeed())
+			g.Expect(d.Spec.Template.Spec.ImagePullSecrets).To(ConsistOf(corev1.LocalObjectReference{Name: "regcred"}))
 			g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lbcf-controller-webhook-tls"}, &corev1.Secret{})).To(Succeed())
+			got := &corev1.Secret{}
+			g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "regcred"}, got)).To(Succeed(), "the pull Secret, propagated")
+			g.Expect(got.Data).To(Equal(pull.Data))
 			mw := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			g.Expect(mc.Get(ctx, client.ObjectKey{Name: "lbfed-lbcf-controller"}, mw)).To(Succeed())
 			g.Expect(mw.Webhooks).To(HaveLen(4), "the LBCF kinds' three and the readiness gate's injection")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/servicelb"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 type options struct {
@@ -36,13 +37,14 @@ type options struct {
 	probeAddr      string
 	leaderElect    bool
 	leaderNS       string
+	releaseLease   bool
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	o.alteon.Register(fs)
 	fs.StringVar(&o.cluster, "cluster-name", "kubernetes", "cluster name in the owner mark of the Alteon objects (elb/<cluster>/<namespace>/<service>); must differ between clusters sharing a pair")
 	fs.StringVar(&o.class, "load-balancer-class", servicelb.DefaultLoadBalancerClass, "spec.loadBalancerClass this controller serves")
-	fs.BoolVar(&o.claimUnclassed, "claim-unclassed", true, "also serve Services without loadBalancerClass that carry the "+servicelb.AnnotationVIP+" annotation")
+	fs.BoolVar(&o.claimUnclassed, "claim-unclassed", true, "also serve Services without loadBalancerClass that carry the "+lbspec.AnnotationVIP+" annotation")
 	fs.IntVar(&o.maxRetries, "max-retries", 5, "consecutive refusals of a Service's change by the Alteon (rejected write, failed apply) retried with backoff before giving up until it changes or the next resync; an unavailable Alteon is retried until it is back")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Minute, "how often every Service is checked against the Alteon")
 	fs.IntVar(&o.concurrency, "concurrency", 4, "Services reconciled at once (their changes share Alteon transactions)")
@@ -50,6 +52,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0: off)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so that only one replica programs the Alteon")
 	fs.StringVar(&o.leaderNS, "leader-election-namespace", "", "namespace of the leader election lease (default: the pod's namespace)")
+	fs.BoolVar(&o.releaseLease, "leader-elect-release-on-cancel", true, "on shutdown (SIGTERM), release the lease once the controller has stopped, so that a standby leads at once instead of after the lease duration")
 }
 
 func main() {
@@ -86,6 +89,8 @@ func run(ctx context.Context, cfg *rest.Config, o *options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "elb-controller.lb.zdns.cn",
 		LeaderElectionNamespace: o.leaderNS,
+		// Safe because run returns, and the process exits, as soon as the manager has stopped.
+		LeaderElectionReleaseOnCancel: o.releaseLease,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

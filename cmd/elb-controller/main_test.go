@@ -12,10 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 	"github.com/lbfed/lbfed/elb/servicelb"
+	"github.com/lbfed/lbfed/lbspec"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +52,7 @@ func TestRun(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	class := servicelb.DefaultLoadBalancerClass
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Annotations: map[string]string{servicelb.AnnotationVIP: "192.0.2.80"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Annotations: map[string]string{lbspec.AnnotationVIP: "192.0.2.80"}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class,
 			Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}},
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/lbfed/lbfed/frontdoor/service"
 	"github.com/lbfed/lbfed/idlegc"
 	lbcfadmission "github.com/lbfed/lbfed/lbcf/admission"
+	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
@@ -44,6 +45,7 @@ type flags struct {
 	candidatesBudget                            int
 	leaderElect                                 bool
 	leaderElectNamespace                        string
+	releaseOnCancel                             bool
 	metricsAddr, probeAddr                      string
 	profiling                                   bool
 	webhookHost                                 string
@@ -65,12 +67,14 @@ func main() {
 	fs.StringVar(&f.mode, "mode", "standalone", "standalone: the complete LBCF for this cluster (calls drivers). member: report BackendGroup candidates for an lbfed federation (never calls drivers).")
 	f.engine.BackendSuccessEvents = true // as the original LBCF
 	f.engine.AddFlags(fs, "")
+	fs.DurationVar(&f.engine.Readiness.UnobservedGrace, "unobserved-readiness-grace", controller.DefaultUnobservedGrace, "Standalone mode: how long a registered pod that is not Ready on control-plane evidence alone (its node unreachable or NotReady, or Ready cleared by the node lifecycle controller while its containers are ready) stays registered; then it is deregistered only while another backend of its BackendGroup is eligible (a group's lbfed.io/member-loss-policy annotation, Keep or Withdraw, says otherwise).")
 	fs.DurationVar(&f.resyncPeriod, "resync-period", 5*time.Minute, "Every BackendGroup is reconciled at least this often (drift guard).")
 	fs.Float64Var(&f.clientQPS, "client-qps", 500, "Queries per second to the API server (the original defaulted to 200; each registered backend costs two writes: the record, created with its address, and Registered).")
 	fs.IntVar(&f.clientBurst, "client-burst", 1000, "Burst of queries to the API server.")
 	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", controller.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Run only while holding the lbcf-controller lease, so that two replicas never call drivers twice.")
 	fs.StringVar(&f.leaderElectNamespace, "leader-elect-namespace", "kube-system", "Namespace of the leader-election lease.")
+	fs.BoolVar(&f.releaseOnCancel, "leader-elect-release-on-cancel", true, "On shutdown (SIGTERM), release the lease once the controllers have stopped, so that a standby or the replacement pod leads at once instead of after the lease duration.")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":11029", "Address of /metrics.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":11030", "Address of /healthz and /readyz.")
 	fs.BoolVar(&f.profiling, "profiling", false, "Serve net/http/pprof under /debug/pprof/ on the metrics address (troubleshooting only; the original exposed it on the admission port).")
@@ -131,6 +135,11 @@ func run(ctx context.Context, f flags) error {
 		fmt.Printf("caBundle: %s\n", base64.StdEncoding.EncodeToString(caBundle))
 	}
 
+	// In a member, Karmada may bring this Deployment before the CRDs (the lbfed chart propagates
+	// both): wait for them rather than exit and crash-loop.
+	if err := crd.WaitServed(ctx, cfg, ctrl.Log.WithName("crds"), 0); err != nil {
+		return err
+	}
 	metrics := metricsserver.Options{BindAddress: f.metricsAddr}
 	if f.profiling {
 		metrics.ExtraHandlers = controller.ProfilingHandlers()
@@ -142,6 +151,8 @@ func run(ctx context.Context, f flags) error {
 		LeaderElection:          f.leaderElect,
 		LeaderElectionID:        "lbcf-controller-" + f.mode,
 		LeaderElectionNamespace: f.leaderElectNamespace,
+		// Safe because run returns, and the process exits, as soon as the manager has stopped.
+		LeaderElectionReleaseOnCancel: f.releaseOnCancel,
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: f.webhookHost, Port: f.webhookPort, CertDir: certDir, CertName: certName, KeyName: keyName,
 		}),

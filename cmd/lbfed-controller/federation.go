@@ -88,62 +88,65 @@ func (c *federationComponent) runnables(ctx context.Context, log logr.Logger) ([
 		return nil, fmt.Errorf("kubeconfig of the Karmada API server: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(c.clientQPS), c.clientBurst
-	metrics := metricsserver.Options{BindAddress: c.metricsAddr}
-	if c.profiling {
-		metrics.ExtraHandlers = controller.ProfilingHandlers()
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metrics,
-		HealthProbeBindAddress:  c.probeAddr,
-		LeaderElection:          c.leaderElect,
-		LeaderElectionID:        "lbfed-controller-federation",
-		LeaderElectionNamespace: c.leaderElectNamespace,
-		// Safe because run returns, and the process exits, as soon as the manager has stopped.
-		LeaderElectionReleaseOnCancel: c.releaseOnCancel,
-		LeaseDuration:                 &c.leaseDuration,
-		RenewDeadline:                 &c.renewDeadline,
-		RetryPeriod:                   &c.retryPeriod,
-		Cache:                         federation.CacheOptions(),
-		NewCache:                      watchdecode.NewCacheWithoutManagedFields,
-		Client:                        controller.ClientOptions(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
-	}
-	// Re-read when the files change: rotating the driver CA or the client certificate needs no restart.
-	driverTransport, err := driver.NewFilesTransport(driver.TLSFiles{CAFile: c.driverCA, CertFile: c.driverClientCert, KeyFile: c.driverClientKey})
-	if err != nil {
-		return nil, err
-	}
 	policy, ok := lbcfv1beta1.ParseMemberLossPolicy(c.memberLossPolicy)
 	if !ok {
 		return nil, fmt.Errorf("--federation-member-loss-policy=%q: want FailStatic, Withdraw or Keep", c.memberLossPolicy)
 	}
-	opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync, MemberLossPolicy: policy, CandidatesBudget: c.candidatesBudget,
-		ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry)}
-	if c.memberPods {
-		pods, err := controller.NewClusterProxyPods(mgr.GetConfig(), c.memberPodTTL)
-		if err != nil {
-			return nil, fmt.Errorf("member pods through the cluster proxy: %w", err)
+	build := func() (runnable, error) {
+		metrics := metricsserver.Options{BindAddress: c.metricsAddr}
+		if c.profiling {
+			metrics.ExtraHandlers = controller.ProfilingHandlers()
 		}
-		opts.MemberPods = pods
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme:                  scheme,
+			Metrics:                 metrics,
+			HealthProbeBindAddress:  c.probeAddr,
+			LeaderElection:          c.leaderElect,
+			LeaderElectionID:        "lbfed-controller-federation",
+			LeaderElectionNamespace: c.leaderElectNamespace,
+			// Safe because run returns, and the process exits, as soon as the manager has stopped.
+			LeaderElectionReleaseOnCancel: c.releaseOnCancel,
+			LeaseDuration:                 &c.leaseDuration,
+			RenewDeadline:                 &c.renewDeadline,
+			RetryPeriod:                   &c.retryPeriod,
+			Cache:                         federation.CacheOptions(),
+			NewCache:                      watchdecode.NewCacheWithoutManagedFields,
+			Client:                        controller.ClientOptions(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		// Re-read when the files change: rotating the driver CA or the client certificate needs no restart.
+		driverTransport, err := driver.NewFilesTransport(driver.TLSFiles{CAFile: c.driverCA, CertFile: c.driverClientCert, KeyFile: c.driverClientKey})
+		if err != nil {
+			return nil, err
+		}
+		opts := federation.Options{Options: c.engine, Grace: c.grace, ResyncPeriod: c.resync, MemberLossPolicy: policy, CandidatesBudget: c.candidatesBudget,
+			ClusterMetrics: federation.NewMetrics(ctrlmetrics.Registry)}
+		if c.memberPods {
+			pods, err := federation.NewClusterProxyPods(mgr.GetConfig(), c.memberPodTTL)
+			if err != nil {
+				return nil, fmt.Errorf("member pods through the cluster proxy: %w", err)
+			}
+			opts.MemberPods = pods
+		}
+		opts.Invoker = driver.NewClient(driver.ClientOptions{Transport: driverTransport, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
+		opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
+		opts.Metrics = controller.NewMetrics(ctrlmetrics.Registry)
+		if _, err := federation.Setup(ctx, mgr, opts); err != nil {
+			return nil, err
+		}
+		if err := c.frontDoors.setup(mgr, log); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		log.Info("federation controller configured", "grace", c.grace, "memberLossPolicy", policy, "dryRun", c.engine.DryRun)
+		return mgr, nil
 	}
-	opts.Invoker = driver.NewClient(driver.ClientOptions{Transport: driverTransport, Metrics: driver.NewMetrics(ctrlmetrics.Registry)})
-	opts.Recorder = mgr.GetEventRecorder("lbfed-controller")
-	opts.Metrics = controller.NewMetrics(ctrlmetrics.Registry)
-	if _, err := federation.Setup(ctx, mgr, opts); err != nil {
-		return nil, err
-	}
-	if err := c.frontDoors.setup(mgr, log); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	log.Info("federation controller configured", "grace", c.grace, "memberLossPolicy", policy, "dryRun", c.engine.DryRun)
-	return []runnable{mgr}, nil
+	return []runnable{&afterCRDs{cfg: cfg, log: log, build: build}}, nil
 }

@@ -70,34 +70,37 @@ func (c *mciComponent) runnables(ctx context.Context, log logr.Logger) ([]runnab
 		return nil, fmt.Errorf("kubeconfig of the Karmada API server: %w", err)
 	}
 	cfg.QPS, cfg.Burst = float32(c.clientQPS), c.clientBurst
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
-		HealthProbeBindAddress:        c.probeAddr,
-		LeaderElection:                c.leaderElect,
-		LeaderElectionID:              "lbfed-controller-mci",
-		LeaderElectionNamespace:       c.leaderElectNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &c.leaseDuration,
-		RenewDeadline:                 &c.renewDeadline,
-		RetryPeriod:                   &c.retryPeriod,
-		Cache:                         frontdoor.CacheOptions(),
-		NewCache:                      watchdecode.NewCacheWithoutManagedFields,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
+	build := func() (runnable, error) {
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+			Scheme:                        scheme,
+			Metrics:                       metricsserver.Options{BindAddress: c.metricsAddr},
+			HealthProbeBindAddress:        c.probeAddr,
+			LeaderElection:                c.leaderElect,
+			LeaderElectionID:              "lbfed-controller-mci",
+			LeaderElectionNamespace:       c.leaderElectNamespace,
+			LeaderElectionReleaseOnCancel: true,
+			LeaseDuration:                 &c.leaseDuration,
+			RenewDeadline:                 &c.renewDeadline,
+			RetryPeriod:                   &c.retryPeriod,
+			Cache:                         frontdoor.CacheOptions(),
+			NewCache:                      watchdecode.NewCacheWithoutManagedFields,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager: %w", err)
+		}
+		opts := c.opts
+		opts.Recorder = mgr.GetEventRecorder("lbfed-controller-mci")
+		if _, err := mci.Setup(mgr, opts); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		log.Info("MultiClusterIngress front door configured", "ingressClass", opts.IngressClass, "driver", opts.Driver, "address", opts.Address)
+		return mgr, nil
 	}
-	opts := c.opts
-	opts.Recorder = mgr.GetEventRecorder("lbfed-controller-mci")
-	if _, err := mci.Setup(mgr, opts); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return nil, err
-	}
-	log.Info("MultiClusterIngress front door configured", "ingressClass", opts.IngressClass, "driver", opts.Driver, "address", opts.Address)
-	return []runnable{mgr}, nil
+	return []runnable{&afterCRDs{cfg: cfg, log: log, build: build}}, nil
 }

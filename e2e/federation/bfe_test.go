@@ -13,9 +13,9 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
 	"github.com/lbfed/lbfed/elb/bfe"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
 )
 
 // bfeExample is a Deployment on m1 and m2 whose pods are registered, through one BackendGroup, on

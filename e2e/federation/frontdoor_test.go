@@ -24,12 +24,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/frontdoor"
 	"github.com/lbfed/lbfed/frontdoor/mcs"
 	"github.com/lbfed/lbfed/frontdoor/service"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/deploy"
 )
 
 // frontDoorScheme adds the Karmada kinds of the front doors to the suite's.

@@ -2,7 +2,7 @@
 
 // Package federation_test is the end-to-end suite of the federation: Karmada + two members
 // joined in Push mode and a third, m3, joined in Pull mode (karmada-agent), as local processes
-// (e2e/localup), lbfed deployed on them as processes (e2e/deploy), the Radware driver over a
+// (testinfra/localup), lbfed deployed on them as processes (testinfra/deploy), the Radware driver over a
 // simulated Alteon HA pair as the shared front end, and traffic through its VIP reaching pods of
 // every member. lbfed-controller also runs the MultiClusterIngress front door, for the cases
 // that start a real BFE (BFE_BIN) on bfeAddress. Run with `make test-e2e`.
@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 var lbfed *deploy.Deployment

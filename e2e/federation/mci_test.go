@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
+	"github.com/lbfed/lbfed/testinfra/deploy"
 )
 
 // mciApp is two Deployments, web and api, with their Services, propagated to every member; the

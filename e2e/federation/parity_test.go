@@ -22,12 +22,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // TestFederatedParity checks, on the shared topology (real Karmada, two members, lbfed as
@@ -777,8 +777,11 @@ func (p *parityEnv) delayedEnsure(t *testing.T) {
 	g := NewWithT(t)
 	d := p.serveDriver(t)
 	ns := p.namespace(t, "par-delay")
-	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "de-lb", "mem")+
-		podGroupYAML(ns, "de", "de", []string{"de-lb"}, "")+placementYAML(ns, "de", []string{"m1"}, "de"))
+	// The group's only pod turns not Ready below: without the panic threshold, which keeps a
+	// group's last pod registered (README "Readiness collapse"), its deregistration starts.
+	group := strings.Replace(podGroupYAML(ns, "de", "de", []string{"de-lb"}, ""), "metadata: {name: de, namespace: "+ns+"}",
+		"metadata: {name: de, namespace: "+ns+", annotations: {"+lbcfv1beta1.AnnotationReadinessPanicThreshold+": \"0\"}}", 1)
+	p.apply(g, deploy.DriverYAML(ns, "mem", d.URL, "30s")+memLBYAML(ns, "de-lb", "mem")+group+placementYAML(ns, "de", []string{"m1"}, "de"))
 	lbID := p.memLBID(g, ns, "de-lb")
 	p.createPod(g, "m1", ns, "de-old", map[string]string{"app": "de"}, nil)
 	old := p.readyPod(g, "m1", ns, "de-old")

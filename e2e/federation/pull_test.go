@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
 )
 
 // TestPullMemberPods: the pods drivers get for a Pull member's backends (lbfed-controller

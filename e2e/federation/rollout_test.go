@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/elb/radware/alteon"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/devicestate"
 )
 
 // Issue 15: rollouts across clusters drop no request. The simulated Alteon is faithful (no
@@ -185,32 +185,13 @@ func (d *drainWatch) latencies() []time.Duration {
 	return out
 }
 
-// inRotation returns the IPs of the master unit's enabled group members (those the device may
-// choose for a new connection).
+// inRotation returns the IPs the master unit may choose for a new connection.
 func (w *rolloutWorld) inRotation(ctx context.Context) (map[string]bool, error) {
 	c, err := w.masterClient()
 	if err != nil {
 		return nil, err
 	}
-	servers, err := c.List(ctx, alteon.TableRealServer)
-	if err != nil {
-		return nil, err
-	}
-	ipOf := map[string]string{}
-	for _, r := range servers {
-		ipOf[r.Str("Index")] = r.Str("IpAddr")
-	}
-	members, err := c.List(ctx, alteon.TableGroupRealServer)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, m := range members {
-		if m.Int("State") == 1 {
-			out[ipOf[m.Str("ServIndex")]] = true
-		}
-	}
-	return out, nil
+	return devicestate.InRotation(ctx, c)
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

@@ -19,9 +19,9 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
+	"github.com/lbfed/lbfed/testinfra/deploy"
 )
 
 // TestOnlyLbfedProgramsTheFrontEnd runs the chart-rendered topology with authentication on: the

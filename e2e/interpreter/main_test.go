@@ -2,7 +2,7 @@
 
 // Package interpreter_test runs lbfed's resource interpreter end to end: the lbfed-controller
 // binary (interpreter only, self-signed certificate, generated webhook configuration) registered
-// with a real Karmada control plane and two member clusters started by e2e/localup — m1 joined
+// with a real Karmada control plane and two member clusters started by testinfra/localup — m1 joined
 // in Push mode, m2 in Pull mode, so that m2's objects are interpreted (InterpretStatus,
 // InterpretHealth, Retain) by its karmada-agent and m1's by karmada-controller-manager; then the
 // same suite once more with Karmada's Lua ResourceInterpreterCustomizations instead of the
@@ -32,10 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/binaries"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // interpreterURL is the base URL of the lbfed-controller started by startInterpreter, and

@@ -29,12 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 var scheme = func() *runtime.Scheme {

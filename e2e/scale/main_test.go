@@ -2,7 +2,7 @@
 
 // Package scale_test measures lbfed at fleet scale on the local topology: Karmada with four
 // members — two joined in Push mode, two in Pull mode (karmada-agent) — as local processes
-// (e2e/localup), lbfed deployed on them as processes (e2e/deploy), and one BackendGroup whose
+// (testinfra/localup), lbfed deployed on them as processes (testinfra/deploy), and one BackendGroup whose
 // pods kwok runs by thousands in every member. Its figures come from benchmarks only: `make
 // test` starts nothing here (the topology starts on first use), and `make test-e2e` does not
 // list the package.
@@ -18,9 +18,9 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/lbfed/lbfed/e2e/deploy"
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
+	"github.com/lbfed/lbfed/testinfra/deploy"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 var lbfed *deploy.Deployment

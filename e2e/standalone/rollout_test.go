@@ -2,7 +2,7 @@
 
 // Package standalone_test is the end-to-end test of lbfed as a plain single-cluster LBCF in front
 // of the simulated Alteon: a real cluster (kube-apiserver, controller-manager, scheduler, kwok
-// with the kubelet model of e2e/localup, pods answering on their IPs), lbcf-controller's
+// with the kubelet model of testinfra/localup, pods answering on their IPs), lbcf-controller's
 // standalone engine with its readiness-gate webhook, and the Radware driver over a simulated HA
 // pair whose data plane forwards a VIP. Run with `make test-e2e`.
 package standalone_test
@@ -34,18 +34,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/podresponder"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	"github.com/lbfed/lbfed/elb/radware/alteonsim/simpair"
 	lbcfadmission "github.com/lbfed/lbfed/lbcf/admission"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/podresponder"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -67,24 +68,7 @@ var scheme = func() *runtime.Scheme {
 // frontEnd is the Radware driver over a simulated pair with its data plane on.
 func frontEnd(t *testing.T) (string, *alteonsim.Pair) {
 	o := alteonsim.Options{DataPlane: true}
-	sim := alteonsim.NewPair(o, o)
-	ua, ub, err := sim.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	var units []*alteon.Client
-	for _, u := range []string{ua, ub} {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: "admin", Password: "admin", RetryDelay: 5 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		units = append(units, c)
-	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 200 * time.Millisecond}, units...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, pair := simpair.Start(t, o, o, 5*time.Millisecond, alteon.PairOptions{PollInterval: 200 * time.Millisecond})
 	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair, DrainPeriod: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -178,10 +178,7 @@ func backendAddr(r *driver.GenerateBackendAddrRequest) (string, error) {
 	switch {
 	case r.PodBackend != nil:
 		pod := &r.PodBackend.Pod
-		port := r.PodBackend.Port.Port
-		if port == 0 && r.PodBackend.Port.PortNumber != nil {
-			port = *r.PodBackend.Port.PortNumber
-		}
+		port := r.PodBackend.SelectedPort()
 		if port <= 0 || port > 65535 {
 			return "", fmt.Errorf("pod %s/%s: invalid port %d", pod.Namespace, pod.Name, port)
 		}
@@ -192,29 +189,12 @@ func backendAddr(r *driver.GenerateBackendAddrRequest) (string, error) {
 		return netip.AddrPortFrom(ip, uint16(port)).String(), nil
 	case r.ServiceBackend != nil:
 		sb := r.ServiceBackend
-		proto := corev1.ProtocolTCP
-		if sb.Port.Protocol != "" {
-			proto = corev1.Protocol(sb.Port.Protocol)
+		nodePort, err := sb.NodePort()
+		if err != nil {
+			return "", err
 		}
-		var nodePort int32
-		for _, p := range sb.Service.Spec.Ports {
-			pp := p.Protocol
-			if pp == "" {
-				pp = corev1.ProtocolTCP // the API server's default
-			}
-			if p.Port == sb.Port.Port && pp == proto {
-				nodePort = p.NodePort
-			}
-		}
-		if nodePort == 0 {
-			return "", fmt.Errorf("service %s/%s has no nodePort for port %d/%s", sb.Service.Namespace, sb.Service.Name, sb.Port.Port, proto)
-		}
-		for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-			for _, a := range sb.NodeAddresses {
-				if ip, err := netip.ParseAddr(a.Address); a.Type == typ && err == nil {
-					return netip.AddrPortFrom(ip, uint16(nodePort)).String(), nil
-				}
-			}
+		if a, ok := sb.NodeAddr(nil); ok {
+			return netip.AddrPortFrom(a, uint16(nodePort)).String(), nil
 		}
 		return "", fmt.Errorf("node %s has no InternalIP or ExternalIP address", sb.NodeName)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 // lineServer answers every connection with its name and a newline, then echoes each line until
@@ -98,7 +99,7 @@ func TestDrainOnTheDataPlane(t *testing.T) {
 	_ = l.Close()
 	vip := net.JoinHostPort("127.0.0.42", strconv.Itoa(port))
 	info := e.create(t, map[string]string{"vip": "127.0.0.42", "port": strconv.Itoa(port), "method": "rr"})
-	id := info[KeyVirtualServer]
+	id := info[lbspec.KeyVirtualServer]
 	stay, leave := lineServer(t, "stay"), lineServer(t, "leave")
 	for _, a := range []string{stay, leave} {
 		g.Expect(e.backend(t, driver.EnsureBackend, info, a, nil).Status).To(Equal(driver.StatusSucc))

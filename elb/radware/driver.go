@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 // DriverOptions configure a Driver.
@@ -203,6 +204,13 @@ func (d *Driver) DeleteLoadBalancer(ctx context.Context, r *driver.DeleteLoadBal
 	if err != nil {
 		return &driver.DeleteLoadBalancerResponse{ResponseForFailRetryHooks: succ("nothing to delete: " + err.Error())}, nil
 	}
+	// Without the virtual server's key, lbInfo is the LoadBalancer's lbSpec: the caller never had
+	// createLoadBalancer's answer (its call timed out while the device committed it). What that
+	// create made is marked with the UID of its recordID, which this recordID names too.
+	if _, fromCreate := r.LBInfo[lbspec.KeyVirtualServer]; !fromCreate && lb.UID == "" {
+		lb.UID = uidOf(r.RecordID)
+		d.setOwner(&lb)
+	}
 	if r.DryRun {
 		return &driver.DeleteLoadBalancerResponse{ResponseForFailRetryHooks: dryRun()}, nil
 	}
@@ -237,10 +245,7 @@ func backendAddr(r *driver.GenerateBackendAddrRequest) (string, error) {
 	switch {
 	case r.PodBackend != nil:
 		pod := &r.PodBackend.Pod
-		port := r.PodBackend.Port.Port
-		if port == 0 && r.PodBackend.Port.PortNumber != nil {
-			port = *r.PodBackend.Port.PortNumber
-		}
+		port := r.PodBackend.SelectedPort()
 		ip := pod.Status.PodIP
 		for _, p := range pod.Status.PodIPs {
 			if a, err := netip.ParseAddr(p.IP); err == nil && a.Is4() {
@@ -258,29 +263,12 @@ func backendAddr(r *driver.GenerateBackendAddrRequest) (string, error) {
 		return netip.AddrPortFrom(a, uint16(port)).String(), nil
 	case r.ServiceBackend != nil:
 		sb := r.ServiceBackend
-		proto := corev1.ProtocolTCP
-		if sb.Port.Protocol != "" {
-			proto = corev1.Protocol(sb.Port.Protocol)
+		nodePort, err := sb.NodePort()
+		if err != nil {
+			return "", err
 		}
-		var nodePort int32
-		for _, p := range sb.Service.Spec.Ports {
-			pp := p.Protocol
-			if pp == "" {
-				pp = corev1.ProtocolTCP
-			}
-			if p.Port == sb.Port.Port && pp == proto {
-				nodePort = p.NodePort
-			}
-		}
-		if nodePort == 0 {
-			return "", fmt.Errorf("service %s/%s has no nodePort for port %d/%s", sb.Service.Namespace, sb.Service.Name, sb.Port.Port, proto)
-		}
-		for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-			for _, na := range sb.NodeAddresses {
-				if a, err := netip.ParseAddr(na.Address); na.Type == typ && err == nil && a.Is4() {
-					return netip.AddrPortFrom(a, uint16(nodePort)).String(), nil
-				}
-			}
+		if a, ok := sb.NodeAddr(netip.Addr.Is4); ok {
+			return netip.AddrPortFrom(a, uint16(nodePort)).String(), nil
 		}
 		return "", fmt.Errorf("node %s has no IPv4 InternalIP or ExternalIP", sb.NodeName)
 	}

@@ -18,9 +18,11 @@ import (
 
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	"github.com/lbfed/lbfed/elb/radware/alteonsim/simpair"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/conformance"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 type testEnv struct {
@@ -52,24 +54,7 @@ func newTestEnv(t testing.TB, o envOptions) *testEnv {
 			s.SyncDuration = time.Millisecond
 		}
 	}
-	sim := alteonsim.NewPair(simA, simB)
-	ua, ub, err := sim.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sim.Close() })
-	var units []*alteon.Client
-	for _, u := range []string{ua, ub} {
-		c, err := alteon.NewClient(alteon.Config{URL: u, User: "admin", Password: "admin", RetryDelay: 2 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		units = append(units, c)
-	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 2 * time.Millisecond}, units...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, pair := simpair.Start(t, simA, simB, 2*time.Millisecond, alteon.PairOptions{PollInterval: 2 * time.Millisecond})
 	fo := o.frontend
 	fo.Pair = pair
 	if fo.Window == 0 {
@@ -267,6 +252,55 @@ func TestDeleteRemovesOnlyWhatItCreated(t *testing.T) {
 	rsp := e.backend(t, driver.EnsureBackend, info, "10.0.0.1:80", nil)
 	g.Expect(rsp.Status).To(Equal(driver.StatusFail))
 	g.Expect(rsp.Msg).To(ContainSubstring("does not exist"))
+}
+
+// Issue 46 (soak seed 2, a slow device): createLoadBalancer timed out while the device committed
+// it, so the LoadBalancer never had lbInfo; deleted, the engine sent its lbSpec to
+// deleteLoadBalancer, which found the virtual server marked with the LoadBalancer's UID and left
+// it, answering Succ: an orphan virtual service for good.
+func TestDeleteAfterAnUnansweredCreate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// createUID is the UID of createLoadBalancer's recordID ("": none, marks before UIDs).
+		createUID string
+		// info: what deleteLoadBalancer gets: the lbSpec, or the lbInfo the create answered.
+		lostAnswer bool
+		deleteUID  string
+		gone       bool
+	}{
+		{name: "the create's answer was lost: the lbSpec and the same UID", createUID: "uid-1", lostAnswer: true, deleteUID: "uid-1", gone: true},
+		{name: "another LoadBalancer of the same VIP:port", createUID: "uid-1", lostAnswer: true, deleteUID: "uid-2", gone: false},
+		{name: "the create answered", createUID: "uid-1", deleteUID: "uid-1", gone: true},
+		{name: "created before marks carried the UID", deleteUID: "uid-1", gone: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e := newTestEnv(t, envOptions{})
+			create := &driver.CreateLoadBalancerRequest{LBSpec: lbSpec}
+			if tc.createUID != "" {
+				create.RecordID = driver.RecordID(driver.CreateLoadBalancer, tc.createUID)
+			}
+			rsp, err := e.client.CreateLoadBalancer(testCtx(t), create)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rsp.Status).To(Equal(driver.StatusSucc), rsp.Msg)
+			g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(HaveLen(1), "the create reached the device")
+			info := rsp.LBInfo
+			if tc.lostAnswer {
+				info = maps.Clone(lbSpec) // what the engine sends without lbInfo
+			}
+			del, err := e.client.DeleteLoadBalancer(testCtx(t), &driver.DeleteLoadBalancerRequest{
+				RequestForRetryHooks: driver.RequestForRetryHooks{RecordID: driver.RecordID(driver.DeleteLoadBalancer, tc.deleteUID)}, LBInfo: info})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(del.Status).To(Equal(driver.StatusSucc), del.Msg)
+			run := e.sim.A.Snapshot(alteonsim.Running)
+			if tc.gone {
+				g.Expect(run.VirtualServers()).To(BeEmpty(), "deleted")
+				g.Expect(run.Groups()).To(BeEmpty())
+			} else {
+				g.Expect(run.VirtualServers()).To(HaveLen(1), "another LoadBalancer's objects are left alone")
+			}
+		})
+	}
 }
 
 func TestConflictsAreRefused(t *testing.T) {
@@ -562,7 +596,7 @@ func TestSameVIPPortIsRefused(t *testing.T) {
 	g.Expect(validate(e.drv).Succ).To(BeTrue(), "the first is allowed")
 	first := create("uid-1")
 	g.Expect(first.Status).To(Equal(driver.StatusSucc))
-	id := first.LBInfo[KeyVirtualServer]
+	id := first.LBInfo[lbspec.KeyVirtualServer]
 
 	second := validate(e.drv)
 	g.Expect(second.Succ).To(BeFalse(), "the second is refused")
@@ -573,7 +607,7 @@ func TestSameVIPPortIsRefused(t *testing.T) {
 	g.Expect(raced.Status).To(Equal(driver.StatusFail))
 	g.Expect(raced.Msg).To(ContainSubstring("uid-1"))
 	info2 := maps.Clone(first.LBInfo)
-	info2[KeyLoadBalancerUID] = "uid-2"
+	info2[lbspec.KeyLoadBalancerUID] = "uid-2"
 	del, err := e.drv.DeleteLoadBalancer(ctx, &driver.DeleteLoadBalancerRequest{LBInfo: info2})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(del.Status).To(Equal(driver.StatusSucc))

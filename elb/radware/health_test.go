@@ -7,6 +7,7 @@ import (
 
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 // healthColumns reads a real server's health-check timing from the running configuration.
@@ -30,7 +31,7 @@ func TestRealServersCarryHealthTiming(t *testing.T) {
 	ctx := testCtx(t)
 
 	info := e.create(t, lbSpec)
-	id := info[KeyVirtualServer]
+	id := info[lbspec.KeyVirtualServer]
 	g.Expect(e.backend(t, driver.EnsureBackend, info, "10.0.0.21:30080", nil).Status).To(Equal(driver.StatusSucc))
 	g.Expect(healthColumns(e, id+"_10.0.0.21_30080")).To(Equal(timing(5, 3, 1)), "the flags' timing")
 	g.Expect(e.sim.A.Snapshot(alteonsim.Running).Group(id)).To(HaveKeyWithValue("HealthID", "tcp"))
@@ -41,7 +42,7 @@ func TestRealServersCarryHealthTiming(t *testing.T) {
 	rsp, err := e.client.CreateLoadBalancer(ctx, &driver.CreateLoadBalancerRequest{LBSpec: spec2, Attributes: attrs})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rsp.Status).To(Equal(driver.StatusSucc), rsp.Msg)
-	info2, id2 := rsp.LBInfo, rsp.LBInfo[KeyVirtualServer]
+	info2, id2 := rsp.LBInfo, rsp.LBInfo[lbspec.KeyVirtualServer]
 	g.Expect(e.backend(t, driver.EnsureBackend, info2, "10.0.0.22:30080", nil).Status).To(Equal(driver.StatusSucc))
 	g.Expect(healthColumns(e, id2+"_10.0.0.22_30080")).To(Equal(timing(1, 2, 1)))
 
@@ -80,7 +81,7 @@ func TestDefaultHealthTimingIsTheDevices(t *testing.T) {
 	e := newTestEnv(t, envOptions{})
 	info := e.create(t, lbSpec)
 	g.Expect(e.backend(t, driver.EnsureBackend, info, "10.0.0.24:30080", nil).Status).To(Equal(driver.StatusSucc))
-	g.Expect(healthColumns(e, info[KeyVirtualServer]+"_10.0.0.24_30080")).To(Equal(timing(2, 4, 2)))
+	g.Expect(healthColumns(e, info[lbspec.KeyVirtualServer]+"_10.0.0.24_30080")).To(Equal(timing(2, 4, 2)))
 	g.Expect(DefaultHealthTiming).To(Equal(HealthTiming{Interval: 2, Retries: 4, Restore: 2}))
 }
 

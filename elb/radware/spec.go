@@ -5,39 +5,22 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
-// lbSpec / lbInfo keys.
-const (
-	KeyVIP         = "vip"
-	KeyPort        = "port"
-	KeyProtocol    = "protocol"
-	KeyMethod      = "method"
-	KeyHealthCheck = "healthCheck"
-	// KeyVirtualServer is added to lbInfo: the device object id, for people reading the status.
-	KeyVirtualServer = "virtualServer"
-	// KeyLoadBalancerUID is added to lbInfo: the UID of the LBCF LoadBalancer that created the
-	// device objects, part of their owner mark (<driver owner>/<uid>), so that another
-	// LoadBalancer with the same VIP:port is refused instead of sharing (and deleting) them.
-	KeyLoadBalancerUID = "loadBalancerUID"
-)
-
-// Methods (lbSpec "method", Service annotation lb.zdns.cn/method) and their group metrics.
+// Methods (lbSpec "method", Service annotation lb.zdns.cn/method; lbspec.Methods) and their
+// group metrics.
 var methods = map[string]alteon.Metric{
 	"rr":   alteon.MetricRoundRobin,
 	"lc":   alteon.MetricLeastConnections,
 	"hash": alteon.MetricHash,
 }
-
-// Health checks accepted in lbSpec "healthCheck" (group HealthID); "none" disables it.
-var healthChecks = map[string]string{"tcp": "tcp", "udp": "udp", "icmp": "icmp", "http": "http", "none": ""}
 
 // LoadBalancer is one L4 virtual service on the Alteon: VIP:port/protocol balanced over one group.
 type LoadBalancer struct {
@@ -129,71 +112,24 @@ func (lb LoadBalancer) Info() map[string]string {
 		hc = "none"
 	}
 	info := map[string]string{
-		KeyVIP: lb.VIP.String(), KeyPort: strconv.Itoa(lb.Port), KeyProtocol: lb.Protocol,
-		KeyMethod: lb.Method, KeyHealthCheck: hc, KeyVirtualServer: lb.ID(),
+		lbspec.KeyVIP: lb.VIP.String(), lbspec.KeyPort: strconv.Itoa(lb.Port), lbspec.KeyProtocol: lb.Protocol,
+		lbspec.KeyMethod: lb.Method, lbspec.KeyHealthCheck: hc, lbspec.KeyVirtualServer: lb.ID(),
 	}
 	if lb.UID != "" {
-		info[KeyLoadBalancerUID] = lb.UID
+		info[lbspec.KeyLoadBalancerUID] = lb.UID
 	}
 	return info
 }
 
-// ParseLoadBalancer reads an lbSpec or lbInfo: vip (IPv4, required), port (1 or 9..65534,
-// required), protocol (TCP or UDP, default TCP), method (rr, lc or hash, default rr) and
-// healthCheck (tcp, udp, icmp, http or none; default tcp for TCP, udp for UDP). Unknown keys are
-// refused, except KeyVirtualServer and KeyLoadBalancerUID (present in lbInfo).
+// ParseLoadBalancer reads an lbSpec or lbInfo (lbspec.Parse: the keys, their defaults and
+// their checks).
 func ParseLoadBalancer(spec map[string]string) (LoadBalancer, error) {
-	var lb LoadBalancer
-	var unknown []string
-	for k := range spec {
-		switch k {
-		case KeyVIP, KeyPort, KeyProtocol, KeyMethod, KeyHealthCheck, KeyVirtualServer, KeyLoadBalancerUID:
-		default:
-			unknown = append(unknown, k)
-		}
+	s, err := lbspec.Parse(spec)
+	if err != nil {
+		return LoadBalancer{}, err
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return lb, fmt.Errorf("unknown lbSpec keys %s (known: vip, port, protocol, method, healthCheck)", strings.Join(unknown, ", "))
-	}
-	vip, err := netip.ParseAddr(strings.TrimSpace(spec[KeyVIP]))
-	if err != nil || !vip.Is4() || vip.IsUnspecified() {
-		return lb, fmt.Errorf("lbSpec vip %q: must be an IPv4 address", spec[KeyVIP])
-	}
-	lb.VIP = vip
-	lb.UID = strings.TrimSpace(spec[KeyLoadBalancerUID])
-	port, err := strconv.Atoi(strings.TrimSpace(spec[KeyPort]))
-	if err != nil || !(port == 1 || (port >= 9 && port <= 65534)) {
-		return lb, fmt.Errorf("lbSpec port %q: must be 9..65534 (or 1 for an IP service)", spec[KeyPort])
-	}
-	lb.Port = port
-	lb.Protocol = strings.ToUpper(strings.TrimSpace(spec[KeyProtocol]))
-	if lb.Protocol == "" {
-		lb.Protocol = "TCP"
-	}
-	if lb.Protocol != "TCP" && lb.Protocol != "UDP" {
-		return lb, fmt.Errorf("lbSpec protocol %q: must be TCP or UDP", spec[KeyProtocol])
-	}
-	lb.Method = strings.ToLower(strings.TrimSpace(spec[KeyMethod]))
-	if lb.Method == "" {
-		lb.Method = "rr"
-	}
-	if _, ok := methods[lb.Method]; !ok {
-		return lb, fmt.Errorf("lbSpec method %q: must be rr, lc or hash", spec[KeyMethod])
-	}
-	hc, ok := spec[KeyHealthCheck]
-	hc = strings.ToLower(strings.TrimSpace(hc))
-	switch {
-	case !ok || hc == "":
-		lb.HealthCheck = strings.ToLower(lb.Protocol)
-	default:
-		id, known := healthChecks[hc]
-		if !known {
-			return lb, fmt.Errorf("lbSpec healthCheck %q: must be tcp, udp, icmp, http or none", spec[KeyHealthCheck])
-		}
-		lb.HealthCheck = id
-	}
-	return lb, nil
+	return LoadBalancer{VIP: s.VIP, Port: s.Port, Protocol: s.Protocol, Method: s.Method,
+		HealthCheck: s.HealthCheck, UID: s.UID}, nil
 }
 
 // Backend is one real server of a load balancer.

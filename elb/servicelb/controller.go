@@ -27,6 +27,7 @@ import (
 
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 // Frontend programs the Alteon; *radware.Frontend implements it.
@@ -43,7 +44,7 @@ type Options struct {
 	ClusterName string
 	// LoadBalancerClass is the spec.loadBalancerClass claimed (default DefaultLoadBalancerClass).
 	LoadBalancerClass string
-	// ClaimUnclassed also claims Services without a loadBalancerClass that carry AnnotationVIP
+	// ClaimUnclassed also claims Services without a loadBalancerClass that carry lbspec.AnnotationVIP
 	// (zdnscloud/elb-controller's behaviour).
 	ClaimUnclassed bool
 	// MaxRetries is how many consecutive times the device may refuse one Service's change (a
@@ -154,7 +155,7 @@ func nodeChanged() predicate.Predicate {
 }
 
 func (r *Reconciler) claims(svc *corev1.Service) bool {
-	return Claims(svc, r.opts.LoadBalancerClass, r.opts.ClaimUnclassed)
+	return lbspec.Claims(svc, r.opts.LoadBalancerClass, r.opts.ClaimUnclassed)
 }
 
 func (r *Reconciler) serviceOfSlice(ctx context.Context, o client.Object) []reconcile.Request {

@@ -27,15 +27,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/elb/radware/alteonsim"
+	"github.com/lbfed/lbfed/elb/radware/alteonsim/simpair"
 	"github.com/lbfed/lbfed/elb/servicelb"
+	"github.com/lbfed/lbfed/lbspec"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(testenv.ControllerLogger())
 	// Two kwok nodes; kube-controller-manager for namespaces and garbage collection.
 	testenv.Main(m, localup.ClusterOptions{Name: "elb", ControllerManager: true, FakeNodes: 2})
 }
@@ -91,18 +94,8 @@ func newEnv(t *testing.T, o envOptions) *env {
 		so.ApplyDuration = 5 * time.Millisecond
 	}
 	so.SaveDuration, so.SyncDuration = time.Millisecond, time.Millisecond
-	e.sim = alteonsim.NewPair(so, so)
-	ua, ub, err := e.sim.Start()
-	e.g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = e.sim.Close() })
-	var units []*alteon.Client
-	for _, u := range []string{ua, ub} {
-		cl, err := alteon.NewClient(alteon.Config{URL: u, User: "admin", Password: "admin", RetryDelay: 2 * time.Millisecond})
-		e.g.Expect(err).NotTo(HaveOccurred())
-		units = append(units, cl)
-	}
-	pair, err := alteon.NewPair(alteon.PairOptions{PollInterval: 2 * time.Millisecond, ApplyTimeout: 5 * time.Second, ForeignWait: 50 * time.Millisecond}, units...)
-	e.g.Expect(err).NotTo(HaveOccurred())
+	var pair *alteon.Pair
+	e.sim, pair = simpair.Start(t, so, so, 2*time.Millisecond, alteon.PairOptions{PollInterval: 2 * time.Millisecond, ApplyTimeout: 5 * time.Second, ForeignWait: 50 * time.Millisecond})
 	fe, err := radware.NewFrontend(radware.FrontendOptions{Pair: pair, Window: 5 * time.Millisecond, DrainPeriod: o.drain})
 	e.g.Expect(err).NotTo(HaveOccurred())
 
@@ -123,14 +116,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	go func() { done <- mgr.Start(mctx) }()
 	t.Cleanup(func() {
 		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("manager did not stop")
-		}
+		testenv.WaitStopped(t, done)
 	})
 	// Runs before the manager stops: Services go while their finalizer can still be honoured.
 	t.Cleanup(func() {
@@ -161,7 +147,7 @@ func (e *env) vip() (string, int32) {
 
 func (e *env) service(name, vip string, port int32, mods ...func(*corev1.Service)) *corev1.Service {
 	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Annotations: map[string]string{servicelb.AnnotationVIP: vip}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Annotations: map[string]string{lbspec.AnnotationVIP: vip}},
 		Spec: corev1.ServiceSpec{
 			Type:              corev1.ServiceTypeLoadBalancer,
 			LoadBalancerClass: &e.class,
@@ -303,7 +289,7 @@ func TestServiceLifecycle(t *testing.T) {
 	g.Expect(reached(addr, 4)).To(Equal(map[string]int{e.nodes[0].Name: 2, e.nodes[1].Name: 2}))
 
 	// Method change: the group's metric follows.
-	e.update("web", func(s *corev1.Service) { s.Annotations[servicelb.AnnotationMethod] = "hash" })
+	e.update("web", func(s *corev1.Service) { s.Annotations[lbspec.AnnotationMethod] = "hash" })
 	g.Eventually(func() map[string]int {
 		hits := reached(addr, 4)
 		return map[string]int{"distinct": len(hits)}
@@ -484,7 +470,7 @@ func TestApplyFailureRetriesThenGivesUp(t *testing.T) {
 
 	// A change of the Service starts over.
 	e.sim.A.ClearFaults()
-	e.update("web2", func(s *corev1.Service) { s.Annotations[servicelb.AnnotationMethod] = "lc" })
+	e.update("web2", func(s *corev1.Service) { s.Annotations[lbspec.AnnotationMethod] = "lc" })
 	g.Eventually(e.ingressIP("web2")).WithTimeout(20 * time.Second).Should(Equal(vip2))
 }
 
@@ -586,7 +572,7 @@ func TestUnclassedClaimAndRelease(t *testing.T) {
 	g.Expect(e.get("foreign").Finalizers).To(BeEmpty())
 
 	// Removing the annotation releases the Service: device cleaned, status and finalizer cleared.
-	e.update("legacy", func(s *corev1.Service) { delete(s.Annotations, servicelb.AnnotationVIP) })
+	e.update("legacy", func(s *corev1.Service) { delete(s.Annotations, lbspec.AnnotationVIP) })
 	g.Eventually(func() []string { return e.get("legacy").Finalizers }).WithTimeout(20 * time.Second).Should(BeEmpty())
 	g.Expect(e.ingressIP("legacy")()).To(BeEmpty())
 	g.Expect(e.sim.A.Snapshot(alteonsim.Running).VirtualServers()).To(BeEmpty())

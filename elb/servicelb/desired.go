@@ -5,21 +5,17 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/lbfed/lbfed/elb/radware"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
-// Wire strings of the Service API (zdnscloud/elb-controller compatible).
+// Wire strings of the Service API (zdnscloud/elb-controller compatible); the lb.zdns.cn
+// annotations and the claim rule are lbspec's, shared with lbfed's Karmada front door.
 const (
-	// AnnotationVIP is the load balancer's virtual IPv4 address (required unless
-	// spec.loadBalancerIP is set).
-	AnnotationVIP = "lb.zdns.cn/vip"
-	// AnnotationMethod is the balancing method: rr (default), lc or hash.
-	AnnotationMethod = "lb.zdns.cn/method"
 	// Finalizer holds a Service until its Alteon objects are removed.
 	Finalizer = "lb.zdns.cn/protect"
 	// LegacyFinalizer is zdnscloud/elb-controller's; it is removed together with Finalizer so that
@@ -33,67 +29,14 @@ const (
 	idPrefix = "elb"
 )
 
-// Claims decides whether a load-balancer controller of the given class serves a Service: type
-// LoadBalancer and either that loadBalancerClass, or no class and the VIP annotation when
-// unclassed Services are claimed. Exported so that lbfed's Karmada front door claims Services
-// by the same rule.
-func Claims(svc *corev1.Service, class string, claimUnclassed bool) bool {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	if svc.Spec.LoadBalancerClass != nil {
-		return *svc.Spec.LoadBalancerClass == class
-	}
-	_, ok := svc.Annotations[AnnotationVIP]
-	return claimUnclassed && ok
-}
-
 // owner is the mark on every Alteon object of a Service: elb/<cluster>/<namespace>/<name>.
 func owner(cluster string, svc *corev1.Service) string {
 	return fmt.Sprintf("elb/%s/%s/%s", cluster, svc.Namespace, svc.Name)
 }
 
-// invalidError is a Service that cannot be programmed as written; retrying cannot help.
-type invalidError struct{ msg string }
-
-func (e *invalidError) Error() string { return e.msg }
-
-func invalidf(format string, args ...any) error { return &invalidError{fmt.Sprintf(format, args...)} }
-
 // vip reads the Service's virtual IP: the annotation, else spec.loadBalancerIP.
 func vip(svc *corev1.Service) (netip.Addr, error) {
-	return ParseVIP(svc.Annotations, svc.Spec.LoadBalancerIP)
-}
-
-// ParseVIP reads a virtual IPv4 address from the lb.zdns.cn/vip annotation, else from fallback
-// (a Service's spec.loadBalancerIP; empty for none). The error (an *invalidError) says what is
-// wrong in words for an event.
-func ParseVIP(annotations map[string]string, fallback string) (netip.Addr, error) {
-	raw, ok := annotations[AnnotationVIP]
-	if !ok || strings.TrimSpace(raw) == "" {
-		raw = fallback
-	}
-	if strings.TrimSpace(raw) == "" {
-		return netip.Addr{}, invalidf("annotation %s is required (an IPv4 address)", AnnotationVIP)
-	}
-	a, err := netip.ParseAddr(strings.TrimSpace(raw))
-	if err != nil || !a.Is4() || a.IsUnspecified() {
-		return netip.Addr{}, invalidf("annotation %s %q: must be an IPv4 address", AnnotationVIP, raw)
-	}
-	return a, nil
-}
-
-// ParseMethod reads the balancing method from the lb.zdns.cn/method annotation: rr (default),
-// lc or hash.
-func ParseMethod(annotations map[string]string) (string, error) {
-	method := strings.ToLower(strings.TrimSpace(annotations[AnnotationMethod]))
-	if method == "" {
-		method = "rr"
-	}
-	if method != "rr" && method != "lc" && method != "hash" {
-		return "", invalidf("annotation %s %q: must be rr, lc or hash", AnnotationMethod, annotations[AnnotationMethod])
-	}
-	return method, nil
+	return lbspec.ParseVIP(svc.Annotations, svc.Spec.LoadBalancerIP)
 }
 
 // desired computes the Service's load balancers: one per port (VIP:port/protocol), each over
@@ -103,7 +46,7 @@ func desired(cluster string, svc *corev1.Service, nodes []corev1.Node, slices []
 	if err != nil {
 		return nil, nil, err
 	}
-	method, err := ParseMethod(svc.Annotations)
+	method, err := lbspec.ParseMethod(svc.Annotations)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,7 +67,7 @@ func desired(cluster string, svc *corev1.Service, nodes []corev1.Node, slices []
 			continue
 		}
 		lb, err := radware.ParseLoadBalancer(map[string]string{
-			radware.KeyVIP: ip.String(), radware.KeyPort: strconv.Itoa(int(p.Port)), radware.KeyProtocol: string(proto), radware.KeyMethod: method,
+			lbspec.KeyVIP: ip.String(), lbspec.KeyPort: strconv.Itoa(int(p.Port)), lbspec.KeyProtocol: string(proto), lbspec.KeyMethod: method,
 		})
 		if err != nil {
 			skipped = append(skipped, name+": "+err.Error())

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/lbfed/lbfed/elb/radware"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 func node(name, ip string, mods ...func(*corev1.Node)) corev1.Node {
@@ -38,7 +39,7 @@ func ipv6Only(n *corev1.Node) {
 }
 func service(mods ...func(*corev1.Service)) *corev1.Service {
 	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{AnnotationVIP: "192.0.2.10"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{lbspec.AnnotationVIP: "192.0.2.10"}},
 		Spec: corev1.ServiceSpec{
 			Type:  corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}},
@@ -75,7 +76,7 @@ func TestClaim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(Claims(tt.svc, DefaultLoadBalancerClass, tt.unclassed)).To(Equal(tt.want))
+			NewWithT(t).Expect(lbspec.Claims(tt.svc, DefaultLoadBalancerClass, tt.unclassed)).To(Equal(tt.want))
 		})
 	}
 }
@@ -115,7 +116,7 @@ func TestDesired(t *testing.T) {
 	g := NewWithT(t)
 	nodes := []corev1.Node{node("n1", "10.0.0.2"), node("n2", "10.0.0.1")}
 	svc := service(func(s *corev1.Service) {
-		s.Annotations[AnnotationMethod] = "LC"
+		s.Annotations[lbspec.AnnotationMethod] = "LC"
 		s.Spec.Ports = []corev1.ServicePort{
 			{Name: "http", Port: 80, NodePort: 30080},
 			{Name: "dns", Port: 53, NodePort: 30053, Protocol: corev1.ProtocolUDP},
@@ -142,13 +143,13 @@ func TestDesired(t *testing.T) {
 
 	invalid := []*corev1.Service{
 		service(func(s *corev1.Service) { s.Annotations = nil }),
-		service(func(s *corev1.Service) { s.Annotations[AnnotationVIP] = "2001:db8::1" }),
-		service(func(s *corev1.Service) { s.Annotations[AnnotationVIP] = "not-an-ip" }),
-		service(func(s *corev1.Service) { s.Annotations[AnnotationMethod] = "random" }),
+		service(func(s *corev1.Service) { s.Annotations[lbspec.AnnotationVIP] = "2001:db8::1" }),
+		service(func(s *corev1.Service) { s.Annotations[lbspec.AnnotationVIP] = "not-an-ip" }),
+		service(func(s *corev1.Service) { s.Annotations[lbspec.AnnotationMethod] = "random" }),
 	}
 	for _, s := range invalid {
 		_, _, err := desired("c1", s, nodes, nil)
-		var ie *invalidError
+		var ie *lbspec.InvalidError
 		g.Expect(err).To(BeAssignableToTypeOf(ie), "%v", s.Annotations)
 	}
 	// spec.loadBalancerIP stands in for the annotation.

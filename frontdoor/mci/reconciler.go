@@ -31,7 +31,7 @@ import (
 
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
-	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/servicechange"
 )
 
 // AnnotationConditions is written by lbfed on a MultiClusterIngress it claims: a JSON list of
@@ -118,7 +118,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Owns(&lbcfv1beta1.LoadBalancer{}).
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
-		Watches(&corev1.Service{}, namespaceMCIs, builder.WithPredicates(controller.ServiceChanged())).
+		Watches(&corev1.Service{}, namespaceMCIs, builder.WithPredicates(servicechange.Predicate())).
 		Watches(&workv1alpha2.ResourceBinding{}, namespaceMCIs, builder.WithPredicates(serviceBindings, frontdoor.PlacementUpdates())).
 		Watches(&lbcfv1beta1.LoadBalancer{}, allMCIs, builder.WithPredicates(createOrDelete)).
 		Watches(&networkingv1alpha1.MultiClusterIngress{}, allMCIs, builder.WithPredicates(predicate.Or(createOrDelete, predicate.GenerationChangedPredicate{}))).
@@ -425,6 +425,11 @@ func (r *Reconciler) apply(ctx context.Context, mci *networkingv1alpha1.MultiClu
 			return err
 		}
 		keep[objectKey(pp)] = true
+	}
+	for _, name := range t.keepPolicies {
+		if !skipBG[name] {
+			keep[objectKey(&policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}})] = true
+		}
 	}
 	return r.deleteOwned(ctx, d, keep)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -18,24 +16,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/binaries"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/frontdoor"
 	"github.com/lbfed/lbfed/frontdoor/mci"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/lbenv"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 const (
@@ -59,20 +53,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	// Without the binaries the tests that need the cluster skip (testenv says how to build them).
-	if set, err := binaries.Locate(""); err == nil {
-		for _, f := range karmadaCRDs {
-			data, err := os.ReadFile(filepath.Join(set.KarmadaManifests, "charts", "karmada", "_crds", "bases", f))
-			if err != nil {
-				panic(err)
-			}
-			c := &apiextensionsv1.CustomResourceDefinition{}
-			if err := yaml.Unmarshal(data, c); err != nil {
-				panic(fmt.Sprintf("%s: %v", f, err))
-			}
-			crds = append(crds, c)
-		}
+	karmada, err := testenv.KarmadaCRDs(karmadaCRDs...)
+	if err != nil {
+		panic(err)
 	}
+	crds = append(crds, karmada...)
 	testenv.Main(m, localup.ClusterOptions{Name: "mci", CRDs: crds})
 }
 
@@ -104,9 +89,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(cancel)
 	e := &env{t: t, g: NewWithT(t), ctx: ctx, c: c}
 	e.ns = e.namespace()
-	skip := true
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: testenv.UnchangedCache(t, frontdoor.CacheOptions())})
+	mgr, err := ctrl.NewManager(cfg, lbenv.ManagerOptions(scheme, testenv.UnchangedCache(t, frontdoor.CacheOptions())))
 	e.g.Expect(err).NotTo(HaveOccurred())
 	_, err = mci.Setup(mgr, mci.Options{Driver: driver, Address: address, Recorder: mgr.GetEventRecorder("lbfed-mci-test"), RetryAfter: 200 * time.Millisecond})
 	e.g.Expect(err).NotTo(HaveOccurred())
@@ -537,4 +520,62 @@ func TestConflicts(t *testing.T) {
 	g.Expect(e.c.Update(e.ctx, m)).To(Succeed())
 	g.Eventually(func() int { gen := e.generated(ns2, "second"); return len(gen.lbs) + len(gen.bgs) + len(gen.pps) }, wait, poll).Should(BeZero())
 	g.Eventually(func() map[string]string { return e.get(ns2, "second").Annotations }, wait, poll).ShouldNot(HaveKey(mci.AnnotationConditions))
+}
+
+// TestPlacementKeptWhileServiceUnobserved: a Service whose ResourceBinding goes missing or places
+// it nowhere is unobserved, not gone (as in the front-door kit and the federation's member plan):
+// the groups' PropagationPolicies stay as they were, so Karmada keeps the groups in the members
+// and the federation keeps their backends; the policy follows the binding again once it is back.
+// A "svc@member" backend whose member a present binding no longer names is gone: its policy goes.
+func TestPlacementKeptWhileServiceUnobserved(t *testing.T) {
+	e := newEnv(t)
+	g, ns := e.g, e.ns
+	host := ns + ".example.test"
+	e.service(ns, "web", 80, 8080, map[string]string{"app": "web"})
+	e.service(ns, "api", 80, 8081, map[string]string{"app": "api"})
+	e.binding(ns, "web", []string{"m1", "m2"})
+	e.binding(ns, "api", []string{"m1", "m2"})
+	e.mci(ns, "shop", map[string]string{mci.AnnotationBalanceWeight: `{"api": {"api@m1": 1, "api@m2": 3}}`},
+		rule(host, prefix("/", "web"), prefix("/api", "api")))
+	want := map[string][]string{
+		"host=" + host + " path=/*":     {"app=web:8080 → m1,m2"},
+		"host=" + host + " path=/api/*": {"app=api:8081 weight=1 → m1", "app=api:8081 weight=3 → m2"},
+	}
+	g.Eventually(func() map[string][]string { return e.generated(ns, "shop").routes() }, wait, poll).Should(Equal(want))
+	policies := map[string]string{}
+	for _, pp := range e.generated(ns, "shop").pps {
+		policies[pp.Name] = pp.ResourceVersion
+	}
+
+	// web's binding is deleted, api's emptied. Evidence the front door saw it: the problem is in
+	// its conditions; the policies are untouched.
+	rb := &workv1alpha2.ResourceBinding{}
+	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "web-service"}, rb)).To(Succeed())
+	g.Expect(e.c.Delete(e.ctx, rb)).To(Succeed())
+	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "api-service"}, rb)).To(Succeed())
+	rb.Spec.Clusters = nil
+	g.Expect(e.c.Update(e.ctx, rb)).To(Succeed())
+	g.Eventually(e.conditionOf(ns, "shop", mci.ConditionProgrammed), wait, poll).Should(HaveField("Message", And(
+		ContainSubstring("Service "+ns+"/web is not propagated"), ContainSubstring("Service "+ns+"/api is not propagated"))))
+	g.Consistently(func() map[string]string {
+		out := map[string]string{}
+		for _, pp := range e.generated(ns, "shop").pps {
+			out[pp.Name] = pp.ResourceVersion
+		}
+		return out
+	}, 2*time.Second, poll).Should(Equal(policies), "every policy stays as it was while the Services are unobserved")
+	g.Expect(e.generated(ns, "shop").routes()).To(Equal(want))
+
+	// The bindings come back, elsewhere: the policies follow.
+	e.binding(ns, "web", []string{"m2"})
+	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "api-service"}, rb)).To(Succeed())
+	rb.Spec.Clusters = []workv1alpha2.TargetCluster{{Name: "m1"}}
+	g.Expect(e.c.Update(e.ctx, rb)).To(Succeed())
+	// api is known to be placed on m1 only now: api@m2's policy goes (its group stays, unplaced,
+	// as for a Service not yet propagated to a member).
+	want = map[string][]string{
+		"host=" + host + " path=/*":     {"app=web:8080 → m2"},
+		"host=" + host + " path=/api/*": {"app=api:8081 weight=1 → m1", "app=api:8081 weight=3 → "},
+	}
+	g.Eventually(func() map[string][]string { return e.generated(ns, "shop").routes() }, wait, poll).Should(Equal(want))
 }

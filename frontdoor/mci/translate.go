@@ -127,11 +127,14 @@ type inputs struct {
 
 // translation is the desired state of one MultiClusterIngress.
 type translation struct {
-	routes   map[Route]string // route → LoadBalancer name
-	lbs      []*lbcfv1beta1.LoadBalancer
-	bgs      []*lbcfv1beta1.BackendGroup
-	pps      []*policyv1alpha1.PropagationPolicy
-	problems []Problem
+	routes map[Route]string // route → LoadBalancer name
+	lbs    []*lbcfv1beta1.LoadBalancer
+	bgs    []*lbcfv1beta1.BackendGroup
+	pps    []*policyv1alpha1.PropagationPolicy
+	// keepPolicies name the groups whose Service's placement is unobserved: their policies, if
+	// any, are left as they are.
+	keepPolicies []string
+	problems     []Problem
 }
 
 func (t *translation) refused() bool {
@@ -338,6 +341,10 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 			}
 			t.bgs = append(t.bgs, bg)
 			clusters := in.placements[svcName]
+			// No binding, or one placing the Service nowhere, is unobserved, not gone (as for the
+			// kit's Want.Clusters and the federation's member plan): the group's policy, if it has
+			// one, stays as it is, or Karmada would take the group from every member at once.
+			unobserved := len(clusters) == 0
 			if member != "" {
 				clusters = intersect(clusters, member)
 			}
@@ -346,10 +353,14 @@ func translate(mci *networkingv1alpha1.MultiClusterIngress, in inputs) *translat
 				if member != "" {
 					where = "member cluster " + member
 				}
+				msg := fmt.Sprintf("Service %s/%s is not propagated to %s yet", mci.Namespace, svcName, where)
+				if unobserved {
+					t.keepPolicies = append(t.keepPolicies, bgName)
+					msg = fmt.Sprintf("Service %s/%s is not propagated to %s (its ResourceBinding is missing or places it nowhere): what is placed stays placed", mci.Namespace, svcName, where)
+				}
 				if !pending[key] {
 					pending[key] = true
-					t.problems = append(t.problems, Problem{Reason: ReasonServiceNotPropagated,
-						Message: fmt.Sprintf("Service %s/%s is not propagated to %s yet", mci.Namespace, svcName, where)})
+					t.problems = append(t.problems, Problem{Reason: ReasonServiceNotPropagated, Message: msg})
 				}
 				continue
 			}

@@ -26,7 +26,7 @@ import (
 
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
-	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/servicechange"
 )
 
 // Kind is the front door's label value and name prefix of its generated objects.
@@ -73,7 +73,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		// Its own LoadBalancers (status: Created), and any other one: a conflict may be resolved.
 		Watches(&lbcfv1beta1.LoadBalancer{}, frontdoor.LoadBalancerEvents(owner, r.enqueueRefused)).
-		Watches(&corev1.Service{}, sameName, builder.WithPredicates(controller.ServiceChanged())).
+		Watches(&corev1.Service{}, sameName, builder.WithPredicates(servicechange.Predicate())).
 		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(frontdoor.PlacementUpdates())).
 		Complete(r)
 	if err != nil {

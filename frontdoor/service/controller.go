@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/lbfed/lbfed/elb/servicelb"
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
-	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/servicechange"
+	"github.com/lbfed/lbfed/lbspec"
 )
 
 const (
@@ -94,7 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	})
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &corev1.Service{}, handler.OnlyControllerOwner())
 	err := ctrl.NewControllerManagedBy(mgr).Named("frontdoor-service").
-		For(&corev1.Service{}, builder.WithPredicates(controller.ServiceChanged())).
+		For(&corev1.Service{}, builder.WithPredicates(servicechange.Predicate())).
 		Owns(&lbcfv1beta1.BackendGroup{}).
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&lbcfv1beta1.LoadBalancer{}, frontdoor.LoadBalancerEvents(owner, r.enqueueRefused)).
@@ -133,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if svc.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // the garbage collector deletes what it owned
 	}
-	if !servicelb.Claims(svc, r.opts.class(), r.opts.ClaimUnclassed) {
+	if !lbspec.Claims(svc, r.opts.class(), r.opts.ClaimUnclassed) {
 		if _, err := r.kit.Release(ctx, d); err != nil {
 			return reconcile.Result{}, err
 		}

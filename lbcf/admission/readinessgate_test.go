@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfadmission "github.com/lbfed/lbfed/lbcf/admission"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/servingcert"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // The readiness gate is injected through a real kube-apiserver into pods of opted-in namespaces

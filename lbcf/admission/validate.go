@@ -143,6 +143,20 @@ func validatePort(p lbcfv1beta1.PortSelector, path *field.Path) field.ErrorList 
 // ValidateBackendGroup checks a BackendGroup on its own (no API lookups, no driver call).
 func ValidateBackendGroup(bg, old *lbcfv1beta1.BackendGroup) field.ErrorList {
 	var errs field.ErrorList
+	// lbfed's annotations that change what happens to backends: a typo must not silently fall
+	// back to the controller's default.
+	ann := field.NewPath("metadata", "annotations")
+	if v, ok := bg.Annotations[lbcfv1beta1.AnnotationMemberLossPolicy]; ok {
+		if _, ok := lbcfv1beta1.ParseMemberLossPolicy(v); !ok {
+			errs = append(errs, field.NotSupported(ann.Key(lbcfv1beta1.AnnotationMemberLossPolicy), v,
+				[]string{string(lbcfv1beta1.MemberLossFailStatic), string(lbcfv1beta1.MemberLossWithdraw), string(lbcfv1beta1.MemberLossKeep)}))
+		}
+	}
+	if v, ok := bg.Annotations[lbcfv1beta1.AnnotationReadinessPanicThreshold]; ok {
+		if _, err := lbcfv1beta1.ParseReadinessPanicThreshold(v); err != nil {
+			errs = append(errs, field.Invalid(ann.Key(lbcfv1beta1.AnnotationReadinessPanicThreshold), v, "a share from 0 to 1 (e.g. 0.5) or a percentage (e.g. 50%); 0 turns the panic threshold off"))
+		}
+	}
 	spec := field.NewPath("spec")
 	if len(bg.Spec.GetLoadBalancers()) == 0 {
 		errs = append(errs, field.Required(spec.Child("loadBalancers"), "at least one LoadBalancer"))

@@ -158,6 +158,24 @@ func TestValidateAndMutateBackendGroup(t *testing.T) {
 			b.Spec.Pods = nil
 			b.Spec.Service = &lbcfv1beta1.ServiceBackend{Name: "s", Port: lbcfv1beta1.PortSelector{Port: 80, Protocol: "UDP"}, NodeSelector: map[string]string{"a": "b"}}
 		}), nil, ""},
+		{"member-loss policy", base(func(b *lbcfv1beta1.BackendGroup) {
+			b.Annotations = map[string]string{lbcfv1beta1.AnnotationMemberLossPolicy: "keep"}
+		}), nil, ""},
+		{"unknown member-loss policy", base(func(b *lbcfv1beta1.BackendGroup) {
+			b.Annotations = map[string]string{lbcfv1beta1.AnnotationMemberLossPolicy: "Hold"}
+		}), nil, "Hold"},
+		{"panic threshold share and percentage", base(func(b *lbcfv1beta1.BackendGroup) {
+			b.Annotations = map[string]string{lbcfv1beta1.AnnotationReadinessPanicThreshold: "75%"}
+		}), nil, ""},
+		{"panic threshold off", base(func(b *lbcfv1beta1.BackendGroup) {
+			b.Annotations = map[string]string{lbcfv1beta1.AnnotationReadinessPanicThreshold: "0"}
+		}), nil, ""},
+		{"panic threshold above one", base(func(b *lbcfv1beta1.BackendGroup) {
+			b.Annotations = map[string]string{lbcfv1beta1.AnnotationReadinessPanicThreshold: "1.5"}
+		}), nil, "readiness-panic-threshold"},
+		{"panic threshold not a number", base(func(b *lbcfv1beta1.BackendGroup) {
+			b.Annotations = map[string]string{lbcfv1beta1.AnnotationReadinessPanicThreshold: "half"}
+		}), nil, "a share from 0 to 1"},
 		{"service without name", base(func(b *lbcfv1beta1.BackendGroup) {
 			b.Spec.Pods = nil
 			b.Spec.Service = &lbcfv1beta1.ServiceBackend{Port: lbcfv1beta1.PortSelector{Port: 80}}

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // laggingReader serves the record's reads from a snapshot while one is set: a cache that does
@@ -157,7 +157,7 @@ func TestStaleRecordIsNotActedOnTwice(t *testing.T) {
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Cache: testenv.UnchangedCache(t, CacheOptions())})
 			g.Expect(err).NotTo(HaveOccurred())
 			mctx, cancel := context.WithCancel(ctx)
-			g.Expect(SetupIndexes(mctx, mgr)).To(Succeed())
+			g.Expect(setupIndexes(mctx, mgr)).To(Succeed())
 			done := make(chan error, 1)
 			go func() { done <- mgr.Start(mctx) }()
 			t.Cleanup(func() { cancel(); <-done })
@@ -172,7 +172,7 @@ func TestStaleRecordIsNotActedOnTwice(t *testing.T) {
 			reader := &laggingReader{Client: mgr.GetClient()}
 			addrs, err := addrIndex(mctx, mgr)
 			g.Expect(err).NotTo(HaveOccurred())
-			r := &BackendRecordReconciler{Client: reader, APIReader: c, Addr: podAddr{"10.9.0.2"}, addrs: addrs, Options: Options{
+			r := &backendRecordReconciler{Client: reader, APIReader: c, Addr: podAddr{"10.9.0.2"}, addrs: addrs, Options: Options{
 				Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: events.NewFakeRecorder(100),
 			}}
 			r.init()

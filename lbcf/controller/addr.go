@@ -58,7 +58,7 @@ func (o *Options) addrRequest(ctx context.Context, b AddrRequestBuilder, br *lbc
 // (driverBudget.addrReserve), so a budget full of the records' calls does not cost the records
 // created meanwhile a write.
 type addrPreGenerator struct {
-	r        *BackendGroupReconciler
+	r        *backendGroupReconciler
 	groupUID string
 	eps      map[string]driver.Endpoint // by driver name (spec.lbDriver), healthy drivers only
 	stopped  atomic.Bool
@@ -66,7 +66,7 @@ type addrPreGenerator struct {
 
 // preGenerator returns nil when nothing can be asked for: dry run, no request builder, no record
 // needing a generated address, or no healthy driver among those the records use.
-func (r *BackendGroupReconciler) preGenerator(ctx context.Context, bg *lbcfv1beta1.BackendGroup, toCreate []*lbcfv1beta1.BackendRecord) *addrPreGenerator {
+func (r *backendGroupReconciler) preGenerator(ctx context.Context, bg *lbcfv1beta1.BackendGroup, toCreate []*lbcfv1beta1.BackendRecord) *addrPreGenerator {
 	if r.DryRun || r.Addr == nil || r.budget == nil {
 		return nil
 	}

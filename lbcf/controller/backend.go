@@ -43,6 +43,11 @@ type Backend struct {
 	Ready    bool
 	HasIP    bool
 	Deleting bool
+	// ReadinessUnobserved (Pod): not Ready on control-plane evidence alone (its node's kubelet
+	// unheard, or Ready cleared by the node lifecycle controller while its containers are ready):
+	// registration keeps it for a grace period and a floor, as a member that cannot be observed
+	// (see keptPods).
+	ReadinessUnobserved bool
 	// Pod is the pod object when the source has it (local pods); see PodObject.
 	Pod *corev1.Pod
 }
@@ -95,6 +100,7 @@ func (b *Backend) Candidate() lbcfv1beta1.Candidate {
 	switch b.Kind {
 	case lbcfv1beta1.CandidatePod:
 		c.Name, c.UID, c.IPs, c.Phase, c.Ready = b.Name, lbcfv1beta1.ShortUID(types.UID(b.UID)), b.IPs, b.Phase, b.Ready
+		c.Unobserved = b.ReadinessUnobserved && !b.Ready
 		c.Port, c.Protocol = b.Port.GetPort(), corev1.Protocol(b.Port.GetProtocol())
 	case lbcfv1beta1.CandidateNode:
 		c.Port, c.Protocol, c.NodePort, c.Ready = b.Port.GetPort(), corev1.Protocol(b.Port.GetProtocol()), b.NodePort, b.Ready

@@ -22,11 +22,11 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-// BackendGroupReconciler keeps a BackendGroup's BackendRecords equal to
+// backendGroupReconciler keeps a BackendGroup's BackendRecords equal to
 // usable LoadBalancers × eligible backends (plus the not-ready backends its deregister policy
 // keeps), and its status counts. Registration and deregistration themselves happen in the
-// BackendRecordReconciler, driven by each record's finalizer.
-type BackendGroupReconciler struct {
+// backendRecordReconciler, driven by each record's finalizer.
+type backendGroupReconciler struct {
 	client.Client
 	Options
 	// Source lists the group's backends.
@@ -42,10 +42,12 @@ type BackendGroupReconciler struct {
 	budget  *driverBudget  // idem: the address calls take slots of the drivers' budgets
 	recent  *recentWrites  // record writes the cache does not show yet
 	pacer   *groupPacer    // spaces the reconciles its records' events cause
+
+	readinessClock readinessClock // since when pods have been not Ready, or unobserved
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *backendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, start)
 	bg := &lbcfv1beta1.BackendGroup{}
@@ -55,6 +57,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	}
 	if bg.DeletionTimestamp != nil {
 		r.pacer.reconciled(req.NamespacedName, start, 0)
+		r.readinessClock.forget(bg.UID)
 		// Records are owned by the group: the garbage collector (or the record reconciler, when
 		// it finds its owner gone) deletes them, and their finalizers deregister.
 		return ctrl.Result{}, nil
@@ -92,7 +95,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			}
 		}
 	}
-	kept := r.keptPods(ctx, bg, backends, func(b *Backend) bool {
+	kept, held := r.keptPods(ctx, bg, backends, func(b *Backend) bool {
 		for _, lb := range lbs {
 			if _, ok := existing[b.RecordName(lb.Name, bg.Name)]; ok {
 				return true
@@ -153,10 +156,13 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		r.Recorder.Eventf(bg, nil, corev1.EventTypeNormal, "SuccSyncedBackendGroup", "Sync",
 			"records: %d created, %d updated, %d deleted", len(toCreate), len(toUpdate), len(toDelete))
 	}
-	if err := r.updateStatus(ctx, w, bg, expected, existing); err != nil || applyErr != nil {
+	if err := r.updateStatus(ctx, w, bg, expected, existing, held); err != nil || applyErr != nil {
 		return ctrl.Result{}, errors.Join(applyErr, err)
 	}
 	next := r.ResyncPeriod
+	if held.requeue > 0 && held.requeue < next {
+		next = held.requeue + time.Second // a grace period ends: the pod's records go then
+	}
 	if pendingFor > 0 && pendingFor < next {
 		next = pendingFor // a write the cache never confirmed is done again then
 	}
@@ -170,7 +176,7 @@ func (r *BackendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 // loadBalancers returns the LoadBalancers bg can use now (found, not deleting, created, in
 // scope), and the names of those it cannot.
-func (r *BackendGroupReconciler) loadBalancers(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]*lbcfv1beta1.LoadBalancer, map[string]bool, error) {
+func (r *backendGroupReconciler) loadBalancers(ctx context.Context, bg *lbcfv1beta1.BackendGroup) ([]*lbcfv1beta1.LoadBalancer, map[string]bool, error) {
 	var usable []*lbcfv1beta1.LoadBalancer
 	unusable := map[string]bool{}
 	for _, name := range bg.Spec.GetLoadBalancers() {
@@ -215,13 +221,13 @@ func lookupLB(ctx context.Context, c client.Reader, ns, name string) (*lbcfv1bet
 
 // records returns the group's records by name (only those it owns: a group recreated with the
 // same name does not adopt its predecessor's records, which its garbage collection removes).
-func (r *BackendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
+func (r *backendGroupReconciler) records(ctx context.Context, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
 	return GroupRecords(ctx, r.Client, bg)
 }
 
 // GroupRecords returns the records bg owns, by name: read-only views of the cache (no deep copy
 // of a large group's records on every reconcile), which callers copy before changing anything.
-// c is the cache of a manager set up by SetupEngine (it reads SetupIndexes' group index).
+// c is the cache of a manager set up by SetupEngine (it reads setupIndexes' group index).
 func GroupRecords(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGroup) (map[string]*lbcfv1beta1.BackendRecord, error) {
 	list := &lbcfv1beta1.BackendRecordList{}
 	if err := c.List(ctx, list, client.InNamespace(bg.Namespace), client.MatchingFields{indexRecordGroup: labelValue(bg.Name)},
@@ -245,7 +251,7 @@ type expectedRecord struct {
 }
 
 // recordSpec is the part of a record's spec that follows the group and its LoadBalancer.
-func (r *BackendGroupReconciler) recordSpec(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend) lbcfv1beta1.BackendRecordSpec {
+func (r *backendGroupReconciler) recordSpec(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend) lbcfv1beta1.BackendRecordSpec {
 	params := b.Parameters
 	if params == nil {
 		params = bg.Spec.Parameters
@@ -256,7 +262,7 @@ func (r *BackendGroupReconciler) recordSpec(bg *lbcfv1beta1.BackendGroup, lb *lb
 	}
 }
 
-func (r *BackendGroupReconciler) newRecord(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend, name string) *lbcfv1beta1.BackendRecord {
+func (r *backendGroupReconciler) newRecord(bg *lbcfv1beta1.BackendGroup, lb *lbcfv1beta1.LoadBalancer, b *Backend, name string) *lbcfv1beta1.BackendRecord {
 	br := &lbcfv1beta1.BackendRecord{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: bg.Namespace,
@@ -306,7 +312,7 @@ func recordSpecChanged(have, want *lbcfv1beta1.BackendRecordSpec) bool {
 }
 
 // apply performs the record writes, WriteParallelism at a time.
-func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, toCreate, toUpdate, toDelete []*lbcfv1beta1.BackendRecord) error {
+func (r *backendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, toCreate, toUpdate, toDelete []*lbcfv1beta1.BackendRecord) error {
 	type op struct {
 		br   *lbcfv1beta1.BackendRecord
 		verb string
@@ -374,7 +380,7 @@ func (r *BackendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 	return errors.Join(errs...)
 }
 
-func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected map[string]expectedRecord, existing map[string]*lbcfv1beta1.BackendRecord) error {
+func (r *backendGroupReconciler) updateStatus(ctx context.Context, w writer, bg *lbcfv1beta1.BackendGroup, expected map[string]expectedRecord, existing map[string]*lbcfv1beta1.BackendRecord, held heldPods) error {
 	orig := bg.DeepCopy()
 	var registered int32
 	for name := range expected {
@@ -394,6 +400,7 @@ func (r *BackendGroupReconciler) updateStatus(ctx context.Context, w writer, bg 
 	}
 	meta.SetStatusCondition(&bg.Status.Conditions, cond)
 	setDuplicatesCondition(bg, existing)
+	r.setHeldConditions(bg, held)
 	if sc, ok := r.Source.(StatusContributor); ok {
 		if err := sc.ContributeStatus(ctx, bg); err != nil {
 			return err

@@ -18,11 +18,11 @@ import (
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
-// BackendRecordReconciler registers one backend on one load balancer: generateBackendAddr
+// backendRecordReconciler registers one backend on one load balancer: generateBackendAddr
 // while the record has no address, then ensureBackend (again every minPeriod with policy
 // Always, and whenever the record's spec changes); when the record is deleted,
 // deregisterBackend, and only then is its finalizer removed.
-type BackendRecordReconciler struct {
+type backendRecordReconciler struct {
 	client.Client
 	Options
 	// Addr builds generateBackendAddr requests.
@@ -42,7 +42,7 @@ type BackendRecordReconciler struct {
 	acted   *actedVersions // versions whose outcome is written, while the cache lags behind
 }
 
-func (r *BackendRecordReconciler) init() {
+func (r *backendRecordReconciler) init() {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
@@ -56,7 +56,7 @@ func (r *BackendRecordReconciler) init() {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *backendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendRecord, time.Now())
 	// The cached record itself, read in place and copied before its first change: most reconciles
 	// write nothing (every one of a restart's resync), and their copies were ≈ 7 % of what a
@@ -169,7 +169,7 @@ func (r *BackendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 // itself (AnnotationBackendAddr: the group asked the driver before creating the record), and the
 // Registered write copies it into the status; otherwise it is generated here and written to the
 // status before ensureBackend. Static addresses need no write: the spec has them.
-func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, ep driver.Endpoint) (ctrl.Result, error) {
+func (r *backendRecordReconciler) register(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, ep driver.Endpoint) (ctrl.Result, error) {
 	if br.Status.BackendAddr == "" {
 		switch {
 		case br.Spec.StaticAddr != nil:
@@ -255,7 +255,7 @@ func (r *BackendRecordReconciler) register(ctx context.Context, w writer, br *lb
 
 // setRegistered records an ensure (or address) outcome in the Registered condition. Running
 // leaves a registered backend registered.
-func (r *BackendRecordReconciler) setRegistered(br *lbcfv1beta1.BackendRecord, o outcome) {
+func (r *backendRecordReconciler) setRegistered(br *lbcfv1beta1.BackendRecord, o outcome) {
 	c := lbcfv1beta1.BackendRecordCondition{Type: lbcfv1beta1.BackendRegistered, Message: o.msg}
 	switch {
 	case o.status == driver.StatusSucc:
@@ -273,7 +273,7 @@ func (r *BackendRecordReconciler) setRegistered(br *lbcfv1beta1.BackendRecord, o
 	setRecordCondition(&br.Status.Conditions, c)
 }
 
-func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord) (ctrl.Result, error) {
+func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(br, lbcfv1beta1.FinalizerDeregisterBackend) {
 		return ctrl.Result{}, nil
 	}
@@ -340,7 +340,7 @@ func (r *BackendRecordReconciler) deregister(ctx context.Context, w writer, br *
 
 // setDuplicate writes a changed DuplicateAddress condition on a record that is otherwise left
 // alone, and reports it.
-func (r *BackendRecordReconciler) setDuplicate(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, c *lbcfv1beta1.BackendRecordCondition, others []*lbcfv1beta1.BackendRecord) error {
+func (r *backendRecordReconciler) setDuplicate(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, c *lbcfv1beta1.BackendRecordCondition, others []*lbcfv1beta1.BackendRecord) error {
 	if c == nil || r.DryRun {
 		return nil
 	}
@@ -360,7 +360,7 @@ func driverUnhealthy(d *lbcfv1beta1.LoadBalancerDriver) bool {
 	return c != nil && c.Status == lbcfv1beta1.ConditionFalse
 }
 
-func (r *BackendRecordReconciler) driverOf(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.LoadBalancerDriver, error) {
+func (r *backendRecordReconciler) driverOf(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.LoadBalancerDriver, error) {
 	drv := &lbcfv1beta1.LoadBalancerDriver{}
 	if err := r.Get(ctx, sharedKey(br.Namespace, br.Spec.LBDriver), drv); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -374,7 +374,7 @@ func (r *BackendRecordReconciler) driverOf(ctx context.Context, br *lbcfv1beta1.
 
 // ownerGone reports whether the record's controlling BackendGroup no longer exists, so that
 // records are cleaned up even where no garbage collector runs.
-func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
+func (r *backendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
 	ref := metav1.GetControllerOf(br)
 	if ref == nil || ref.Kind != lbcfv1beta1.KindBackendGroup {
 		return false, nil
@@ -409,7 +409,7 @@ func (r *BackendRecordReconciler) ownerGone(ctx context.Context, br *lbcfv1beta1
 
 // addrBeingDeregistered reports whether another record of the same load balancer and address
 // is being deregistered. The records themselves are the state, so this survives restarts.
-func (r *BackendRecordReconciler) addrBeingDeregistered(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
+func (r *backendRecordReconciler) addrBeingDeregistered(ctx context.Context, br *lbcfv1beta1.BackendRecord) (bool, error) {
 	others, err := r.sameAddr(ctx, br)
 	if err != nil {
 		return false, err
@@ -422,7 +422,7 @@ func (r *BackendRecordReconciler) addrBeingDeregistered(ctx context.Context, br 
 	return false, nil
 }
 
-func (r *BackendRecordReconciler) event(br *lbcfv1beta1.BackendRecord, o outcome, op string) {
+func (r *backendRecordReconciler) event(br *lbcfv1beta1.BackendRecord, o outcome, op string) {
 	t, reason := o.eventReason(op)
 	msg := o.msg
 	if msg == "" {
@@ -434,7 +434,7 @@ func (r *BackendRecordReconciler) event(br *lbcfv1beta1.BackendRecord, o outcome
 	r.Recorder.Eventf(br, nil, t, reason, op, "%s", msg)
 }
 
-func (r *BackendRecordReconciler) finish(br *lbcfv1beta1.BackendRecord, o outcome, always bool) ctrl.Result {
+func (r *backendRecordReconciler) finish(br *lbcfv1beta1.BackendRecord, o outcome, always bool) ctrl.Result {
 	key := string(br.UID)
 	switch o.status {
 	case driver.StatusSucc:

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // BenchmarkRegister5000Pods: a BackendGroup selecting 5,000 Ready pods, from creation to every
@@ -26,58 +26,13 @@ import (
 // created with its address (the group asks generateBackendAddr first) and its finalizer, and its
 // Registered status. The controller's API writes are counted (a transport wrapper: per resource,
 // count, first and last answer, mean latency, non-2xx answers; logged with -v). The original
-// LBCF's floor for the same job is 500 s: its 10 qps queue limiter paces the 5,000 records. Run
-// with:
+// LBCF's floor for the same job is 500 s: its 10 qps queue limiter paces the 5,000 records. Target:
+// ≤ 20 s. Run with:
 //
 //	go test ./lbcf/controller -run XXX -bench Register5000 -benchtime 1x -v
 //	LBFED_BENCH_CPU_PROFILE=/tmp/own.pprof …  # this process's CPU over the measured phase
 //
-// Measured on the shared 2-core machine (other agents' e2e topologies running, load 4-15),
-// baseline (main c5a0d69) and this code alternately in one session:
-//
-//	baseline: 48.0 s, 48.9 s, 63.3 s, 45.8 s   3.12-3.29 record writes per backend (the third is the
-//	          address; the rest are 409s: the group re-created records its lagging cache did not show)
-//	now:      25.4 s, 24.0 s, 31.9 s, 22.4 s   2.00 record writes per backend (5,000 creates, 5,000
-//	          status writes, no 409)
-//	ratio:    1.89×, 2.04×, 1.99×, 2.04× faster
-//
-// The run is bound by the API server: the status writes' mean latency is 0.5-0.9 s at the end
-// (saturated), 10,000 writes at ≈ 440/s. With 16 record writes at a time (the former default)
-// the group's 5,000 creations were paced by their own latency and took the whole run (28-73 s).
-//
-// Where the floor is (idle machine, a9ed41e): 23.9-24.8 s in 4 runs; during the measured phase
-// the API server used 1.55 cores, etcd 0.15, the controller process (with the in-process
-// memdriver) 0.4 — both cores. No client-side limit binds (QPS unlimited: 23.1, 25.1 s). The
-// API server's profile (LBFED_BENCH_APISERVER_PROFILE) is the CRD write path: JSON decoding with
-// schema coercion, managed fields, the merge patch applied to its encoding of the stored object,
-// encoding for the watch and the response, and the client certificate's chain verified on every
-// request. So the figure to move is the control plane's CPU per backend (cp-cpu-ms/backend, the
-// API server's and etcd's CPU over the run per backend, which other load hardly changes):
-//
-//	a9ed41e:                                         7.30, 7.22 ms
-//	+ fieldValidation=Ignore, Registered as update:  7.19, 7.02 ms  (0.98×, 0.97×)
-//	+ ServiceAccount token as deployed:              7.08, 6.41 ms  (0.97×, 0.89×)
-//
-// (alternate runs at load 6-12.) Idle, alternate runs: a9ed41e 26.1, 23.2 s (7.78, 6.99 ms);
-// now 23.9, 21.9, 24.1 s (7.20, 6.77, 7.16 ms): 0.92×, 0.94× the time. As a ServiceAccount the
-// controller is subject to API Priority and Fairness (the admin certificate was exempt): in two
-// of those runs 39-40 status writes were answered 429 and retried by client-go. At ≈ 7 ms per
-// backend, 5,000 backends are 35 s of control-plane CPU: ≥ 17.5 s on two cores with nothing
-// else running, about 20 s with the controller's own 0.4 core. The ≤ 20 s target sits on that
-// floor on this machine.
-//
-// The floor is measured beside the figure in the same run since 2026-11-29: the controller is
-// stopped and its 5,000 records are written again by a bare client (testenv.Replay: each
-// created as stored, then its status written, 64 at a time, one informer following them) —
-// s-bare-writes, bare-cp-cpu-ms/backend, and x-bare-writes the controller's time over it
-// (LBFED_BENCH_BARE_IN_FLIGHT=256 … for another concurrency). That day (the machine's cores
-// about half as fast as above), six runs: the controller 49.6, 43.2, 46.7, 39.5, 46.9, 43.3 s;
-// the bare writes 35.7, 34.2 (256 in flight), 35.0 (16 in flight), 38.1, 40.2, 37.8 s: 1.04-1.39×,
-// median 1.21×; control-plane CPU 12.0-15.1 ms a backend with the controller, 12.0-14.3 bare.
-// The bare writes alone are 1.7-2.0× the target there, whatever their concurrency; the status
-// written as a merge patch instead of an update cost the same (13.3 against 13.4 ms, and each
-// replay on the growing store cost more than the one before: 14.9, 16.9 ms). The replay runs
-// second, on a store 5,000 records larger: if anything that narrows the ratio.
+// Measurements and their history: docs/benchmarks.md ("BenchmarkRegister5000Pods (lbcf/controller)").
 func BenchmarkRegister5000Pods(b *testing.B) {
 	const n = 5000
 	for i := 0; i < b.N; i++ {

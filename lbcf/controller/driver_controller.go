@@ -17,15 +17,15 @@ import (
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
-// DriverReconciler accepts LoadBalancerDrivers and, for drivers that list the healthz webhook,
+// driverReconciler accepts LoadBalancerDrivers and, for drivers that list the healthz webhook,
 // polls it into a Healthy condition and the driver_healthy gauge.
-type DriverReconciler struct {
+type driverReconciler struct {
 	client.Client
 	Options
 }
 
 // SetupWithManager registers the reconciler.
-func (r *DriverReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *driverReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Defaults()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("loadbalancerdriver").
@@ -38,7 +38,7 @@ func (r *DriverReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *DriverReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *driverReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindLoadBalancerDriver, time.Now())
 	d := &lbcfv1beta1.LoadBalancerDriver{}
 	if err := r.Get(ctx, req.NamespacedName, d); err != nil {

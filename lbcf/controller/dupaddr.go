@@ -160,7 +160,7 @@ func addrIndex(ctx context.Context, mgr ctrl.Manager) (addrBuckets, error) {
 
 // sameAddr lists the other records holding br's address on the same load balancer (same lbInfo:
 // the same device), read-only views of the cache.
-func (r *BackendRecordReconciler) sameAddr(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, error) {
+func (r *backendRecordReconciler) sameAddr(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, error) {
 	key := recordLBAddrKey(br)
 	if key == "" {
 		return nil, nil
@@ -195,7 +195,7 @@ func live(list []*lbcfv1beta1.BackendRecord) []*lbcfv1beta1.BackendRecord {
 // duplicateCondition returns br's DuplicateAddress condition when it must change (nil
 // otherwise), and the live records it shares its address with. Records that never shared an
 // address get no condition at all: no write for them.
-func (r *BackendRecordReconciler) duplicateCondition(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.BackendRecordCondition, []*lbcfv1beta1.BackendRecord, error) {
+func (r *backendRecordReconciler) duplicateCondition(ctx context.Context, br *lbcfv1beta1.BackendRecord) (*lbcfv1beta1.BackendRecordCondition, []*lbcfv1beta1.BackendRecord, error) {
 	others, err := r.sameAddr(ctx, br)
 	if err != nil {
 		return nil, nil, err
@@ -238,7 +238,7 @@ func describe(list []*lbcfv1beta1.BackendRecord) string {
 // reportDuplicate tells a change of br's DuplicateAddress condition: events on the record and
 // its group when the address becomes shared, and a wake-up of the other holders, so that their
 // own condition follows.
-func (r *BackendRecordReconciler) reportDuplicate(ctx context.Context, br *lbcfv1beta1.BackendRecord, c *lbcfv1beta1.BackendRecordCondition, others []*lbcfv1beta1.BackendRecord) {
+func (r *backendRecordReconciler) reportDuplicate(ctx context.Context, br *lbcfv1beta1.BackendRecord, c *lbcfv1beta1.BackendRecordCondition, others []*lbcfv1beta1.BackendRecord) {
 	if c.Status == lbcfv1beta1.ConditionTrue {
 		r.Recorder.Eventf(br, nil, corev1.EventTypeWarning, "DuplicateAddress", "EnsureBackend", "%s", c.Message)
 		if ref := metav1.GetControllerOf(br); ref != nil && ref.Kind == lbcfv1beta1.KindBackendGroup {
@@ -250,7 +250,7 @@ func (r *BackendRecordReconciler) reportDuplicate(ctx context.Context, br *lbcfv
 	time.AfterFunc(time.Second, func() { r.wakeAll(ctx, others) })
 }
 
-func (r *BackendRecordReconciler) wakeAll(ctx context.Context, list []*lbcfv1beta1.BackendRecord) {
+func (r *backendRecordReconciler) wakeAll(ctx context.Context, list []*lbcfv1beta1.BackendRecord) {
 	for _, o := range list {
 		r.wakeups.wake(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
 	}
@@ -258,7 +258,7 @@ func (r *BackendRecordReconciler) wakeAll(ctx context.Context, list []*lbcfv1bet
 
 // heldByAnother returns the live records that hold br's address registered on the same load
 // balancer: while there is one, br's deregistration must not take the address off the device.
-func (r *BackendRecordReconciler) heldByAnother(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, []*lbcfv1beta1.BackendRecord, error) {
+func (r *backendRecordReconciler) heldByAnother(ctx context.Context, br *lbcfv1beta1.BackendRecord) ([]*lbcfv1beta1.BackendRecord, []*lbcfv1beta1.BackendRecord, error) {
 	others, err := r.sameAddr(ctx, br)
 	if err != nil {
 		return nil, nil, err

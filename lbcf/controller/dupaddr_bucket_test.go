@@ -66,7 +66,7 @@ func TestSameAddrKeepsOnlyTheKeyOfTheBucket(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(bucketed).To(HaveLen(4))
 			// ...and sameAddr keeps the other one of the same key.
-			r := &BackendRecordReconciler{addrs: tc.addrs}
+			r := &backendRecordReconciler{addrs: tc.addrs}
 			others, err := r.sameAddr(context.Background(), me)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(others).To(HaveLen(1))
@@ -74,7 +74,7 @@ func TestSameAddrKeepsOnlyTheKeyOfTheBucket(t *testing.T) {
 		})
 	}
 	// The store's records are read in place, not copied.
-	others, err := (&BackendRecordReconciler{addrs: storeBuckets{store}}).sameAddr(context.Background(), me)
+	others, err := (&backendRecordReconciler{addrs: storeBuckets{store}}).sameAddr(context.Background(), me)
 	g.Expect(err).NotTo(HaveOccurred())
 	same, _, _ := store.GetByKey("ns/same")
 	g.Expect(others).To(ConsistOf(BeIdenticalTo(same)))

@@ -80,7 +80,45 @@ type Options struct {
 	// pod (generateBackendAddr, judgePodDeregister); without it, or when a member cannot be read,
 	// drivers get the synthetic pod (see AnnotationPodSource).
 	MemberPods MemberPodFetcher
+	// Readiness decides how long pods that are not Ready keep their records (see keptPods).
+	Readiness Readiness
 }
+
+// Readiness is how registration treats pods that turn not Ready. A pod known to be gone (deleted,
+// finished) always loses its records at once; one that is only not Ready does so as the group's
+// deregister policy says, except in the two cases below, where following the API would empty a
+// serving group on evidence that says nothing of the pods (ARCHITECTURE.md, "Failure semantics").
+type Readiness struct {
+	// UnobservedGrace is how long a pod whose readiness is unobserved (Backend.ReadinessUnobserved:
+	// its node's kubelet unheard, or Ready cleared by the node lifecycle controller while its
+	// containers are ready) keeps its records; then Policy applies. 0: DefaultUnobservedGrace.
+	UnobservedGrace time.Duration
+	// Policy applies to such pods after the grace period, unless the group's
+	// lbfed.io/member-loss-policy annotation says otherwise: FailStatic (withdrawn only while
+	// another backend of the group is eligible), Withdraw, Keep. Empty: FailStatic.
+	Policy lbcfv1beta1.MemberLossPolicy
+	// PanicThreshold is the share of a group's registered pods that may lose their records at
+	// once to readiness alone (pods neither deleted nor finished); when more would, all of them
+	// keep their records and the front end's health checks decide (Envoy's panic threshold). 0
+	// turns it off; the group annotation lbfed.io/readiness-panic-threshold overrides it.
+	PanicThreshold float64
+	// PanicWindow: the pods a group let go for readiness alone within it count against the
+	// threshold with those about to go, so that a collapse arriving pod by pod is one
+	// (defaultPanicWindow when 0).
+	PanicWindow time.Duration
+}
+
+// defaultPanicWindow is Readiness.PanicWindow when unset: several periods of the default
+// readiness probe (10 s, 3 failures), over which the pods failing for one shared cause turn not
+// Ready one after another.
+const defaultPanicWindow = time.Minute
+
+// DefaultUnobservedGrace is Readiness.UnobservedGrace when unset: the federation's member grace.
+const DefaultUnobservedGrace = time.Minute
+
+// defaultPanicThreshold is the flags' default: more than half of a group's pods turning not Ready
+// at once is a shared cause (a dependency, a probe, a control plane), not half of the pods failing.
+const defaultPanicThreshold = 0.5
 
 // Defaults fills unset fields with the original LBCF's defaults (and lbfed's worker counts).
 func (o *Options) Defaults() {
@@ -107,6 +145,11 @@ func (o *Options) Defaults() {
 	seti(&o.WriteParallelism, 64)
 	seti(&o.DriverCallBudget, max(o.BackendRecordWorkers*3/4, 1))
 	seti(&o.DegradedDriverCallBudget, 2)
+	set(&o.Readiness.UnobservedGrace, DefaultUnobservedGrace)
+	set(&o.Readiness.PanicWindow, defaultPanicWindow)
+	if o.Readiness.Policy == "" {
+		o.Readiness.Policy = lbcfv1beta1.MemberLossFailStatic
+	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
 	}

@@ -3,7 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,16 +16,15 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/lbenv"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 	"github.com/lbfed/lbfed/watchdecode"
 )
 
@@ -72,21 +70,8 @@ var nsCounter atomic.Int32
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	cfg := testenv.Config(t)
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	e := &env{t: t, g: NewWithT(t), ctx: ctx, cfg: cfg, c: c, drv: memdriver.New()}
-	e.ns = fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))
-	e.g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}})).To(Succeed())
-	srv := httptest.NewServer(e.drv.Handler(driver.HandlerOptions{}))
-	t.Cleanup(srv.Close)
-	e.url = srv.URL
-	return e
+	b := lbenv.New(t, lbenv.Options{Scheme: scheme, Namespace: fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1)), QPS: 500, Burst: 1000})
+	return &env{t: t, g: b.G, ctx: b.Ctx, cfg: b.Cfg, c: b.C, ns: b.NS, drv: b.Drv, url: b.URL}
 }
 
 // start runs the standalone controller until the test ends, or until stop is called.
@@ -99,13 +84,10 @@ func (e *env) start(opts controller.Options) (stop func()) {
 
 func (e *env) startMode(opts controller.Options, setup func(context.Context, ctrl.Manager, controller.Options) error) (stop func()) {
 	e.t.Helper()
-	skip := true
-	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip},
-		// As cmd/lbcf-controller caches; every cached object is checked unchanged when the test ends.
-		Cache: testenv.UnchangedCache(e.t, controller.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions(),
-	})
+	// As cmd/lbcf-controller caches; every cached object is checked unchanged when the test ends.
+	mo := lbenv.ManagerOptions(scheme, testenv.UnchangedCache(e.t, controller.CacheOptions()))
+	mo.NewCache, mo.Client = watchdecode.NewCacheWithoutManagedFields, controller.ClientOptions()
+	mgr, err := ctrl.NewManager(e.cfg, mo)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if opts.Invoker == nil {
 		opts.Invoker = driver.NewClient(driver.ClientOptions{})
@@ -121,14 +103,7 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					e.t.Errorf("manager: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				e.t.Error("manager did not stop")
-			}
+			testenv.WaitStopped(e.t, done)
 		})
 	}
 	e.t.Cleanup(stop)

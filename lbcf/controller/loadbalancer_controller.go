@@ -26,11 +26,11 @@ import (
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
-// LoadBalancerReconciler creates, ensures and deletes load balancers through their drivers:
+// loadBalancerReconciler creates, ensures and deletes load balancers through their drivers:
 // createLoadBalancer until Created, ensureLoadBalancer whenever spec.attributes differ from what
 // the driver last accepted (and every minPeriod with policy Always), deleteLoadBalancer once all
 // of the load balancer's backends are deregistered, then the finalizer is removed.
-type LoadBalancerReconciler struct {
+type loadBalancerReconciler struct {
 	client.Client
 	Options
 
@@ -48,7 +48,7 @@ type LoadBalancerReconciler struct {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *LoadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *loadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
@@ -81,7 +81,7 @@ func (r *LoadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *LoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *loadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindLoadBalancer, time.Now())
 	lb := &lbcfv1beta1.LoadBalancer{}
 	if err := r.Get(ctx, req.NamespacedName, lb); err != nil {
@@ -120,7 +120,7 @@ func (r *LoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return r.ensure(ctx, w, lb, drv)
 }
 
-func (r *LoadBalancerReconciler) driverOf(ctx context.Context, lb *lbcfv1beta1.LoadBalancer) (*lbcfv1beta1.LoadBalancerDriver, error) {
+func (r *loadBalancerReconciler) driverOf(ctx context.Context, lb *lbcfv1beta1.LoadBalancer) (*lbcfv1beta1.LoadBalancerDriver, error) {
 	drv := &lbcfv1beta1.LoadBalancerDriver{}
 	if err := r.Get(ctx, sharedKey(lb.Namespace, lb.Spec.LBDriver), drv); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -132,7 +132,7 @@ func (r *LoadBalancerReconciler) driverOf(ctx context.Context, lb *lbcfv1beta1.L
 }
 
 // slot takes one of drv's call slots for lb; when there is none, lb is parked until one frees up.
-func (r *LoadBalancerReconciler) slot(ctx context.Context, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (release func(err error), ok bool) {
+func (r *loadBalancerReconciler) slot(ctx context.Context, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (release func(err error), ok bool) {
 	name, unhealthy := driver.EndpointFor(drv).Name, driverUnhealthy(drv)
 	if !r.budget.acquire(name, unhealthy, client.ObjectKeyFromObject(lb)) {
 		return nil, false
@@ -143,7 +143,7 @@ func (r *LoadBalancerReconciler) slot(ctx context.Context, lb *lbcfv1beta1.LoadB
 	}, true
 }
 
-func (r *LoadBalancerReconciler) create(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
+func (r *loadBalancerReconciler) create(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
 	release, ok := r.slot(ctx, lb, drv)
 	if !ok {
 		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil // parked; the requeue is a safety net
@@ -207,7 +207,7 @@ func attributesSynced(lb *lbcfv1beta1.LoadBalancer) bool {
 	return c != nil && c.Status == lbcfv1beta1.ConditionTrue && maps.Equal(lb.Spec.Attributes, lb.Status.LastSyncedAttributes)
 }
 
-func (r *LoadBalancerReconciler) ensure(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
+func (r *loadBalancerReconciler) ensure(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (ctrl.Result, error) {
 	always := lb.Spec.EnsurePolicy.IsAlways()
 	if attributesSynced(lb) {
 		if !always {
@@ -270,7 +270,7 @@ func (r *LoadBalancerReconciler) ensure(ctx context.Context, w writer, lb *lbcfv
 	return r.finish(lb, o, always)
 }
 
-func (r *LoadBalancerReconciler) delete(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer) (ctrl.Result, error) {
+func (r *loadBalancerReconciler) delete(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(lb, lbcfv1beta1.FinalizerDeleteLB) {
 		return ctrl.Result{}, nil
 	}
@@ -339,7 +339,7 @@ func (r *LoadBalancerReconciler) delete(ctx context.Context, w writer, lb *lbcfv
 	return r.finish(lb, o, false)
 }
 
-func (r *LoadBalancerReconciler) event(lb *lbcfv1beta1.LoadBalancer, o outcome, op string) {
+func (r *loadBalancerReconciler) event(lb *lbcfv1beta1.LoadBalancer, o outcome, op string) {
 	t, reason := o.eventReason(op)
 	if o.msg == "" {
 		r.Recorder.Eventf(lb, nil, t, reason, op, "%s", reason)
@@ -349,7 +349,7 @@ func (r *LoadBalancerReconciler) event(lb *lbcfv1beta1.LoadBalancer, o outcome, 
 }
 
 // finish turns an outcome into the reconcile result: errors go to the rate limiter.
-func (r *LoadBalancerReconciler) finish(lb *lbcfv1beta1.LoadBalancer, o outcome, always bool) (ctrl.Result, error) {
+func (r *loadBalancerReconciler) finish(lb *lbcfv1beta1.LoadBalancer, o outcome, always bool) (ctrl.Result, error) {
 	key := string(lb.UID)
 	switch o.status {
 	case driver.StatusSucc:
@@ -392,7 +392,7 @@ func (deletionStarted) Update(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
 }
 
-func (r *LoadBalancerReconciler) removeFinalizer(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer) error {
+func (r *loadBalancerReconciler) removeFinalizer(ctx context.Context, w writer, lb *lbcfv1beta1.LoadBalancer) error {
 	orig := lb.DeepCopy()
 	controllerutil.RemoveFinalizer(lb, lbcfv1beta1.FinalizerDeleteLB)
 	if err := w.do(ctx, lb, "Update", func() error { return r.Patch(ctx, lb, client.MergeFrom(orig)) }); err != nil {
@@ -402,7 +402,7 @@ func (r *LoadBalancerReconciler) removeFinalizer(ctx context.Context, w writer, 
 }
 
 // forgetDeleted drops the memory of a load balancer that is gone.
-func (r *LoadBalancerReconciler) forgetDeleted(req ctrl.Request) {
+func (r *loadBalancerReconciler) forgetDeleted(req ctrl.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.deleted, req.NamespacedName)

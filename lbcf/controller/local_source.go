@@ -95,26 +95,78 @@ func (s LocalSource) podBackends(ctx context.Context, bg *lbcfv1beta1.BackendGro
 	if err != nil {
 		return nil, err
 	}
-	nodes := map[string][]corev1.NodeAddress{}
+	type nodeInfo struct {
+		addrs    []corev1.NodeAddress
+		observed bool
+	}
+	nodes := map[string]nodeInfo{}
 	ports := bg.Spec.Pods.GetPortSelectors()
 	out := make([]Backend, 0, len(pods)*len(ports))
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue // finished pods never serve again
 		}
-		addrs, ok := nodes[p.Spec.NodeName]
+		info, ok := nodes[p.Spec.NodeName]
 		if !ok && p.Spec.NodeName != "" {
+			info.observed = true // a node the cache does not have says nothing against the pod
 			n := corev1.Node{}
 			if err := s.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &n); err == nil {
-				addrs = n.Status.Addresses
+				info = nodeInfo{addrs: n.Status.Addresses, observed: nodeObserved(&n)}
 			}
-			nodes[p.Spec.NodeName] = addrs
+			nodes[p.Spec.NodeName] = info
 		}
 		for _, port := range ports {
-			out = append(out, podBackend(p, port, addrs))
+			b := podBackend(p, port, info.addrs)
+			b.ReadinessUnobserved = readinessUnobserved(p, info.observed || p.Spec.NodeName == "")
+			out = append(out, b)
 		}
 	}
 	return out, nil
+}
+
+// readinessUnobserved reports whether a pod is not Ready on control-plane evidence alone, which
+// says nothing of the pod itself: its containers were ready when the kubelet last reported, and
+// either its node's kubelet is not observed (nodeObserved false) or its Ready condition is False
+// while the containers and every readiness gate are ready — the kubelet computes Ready from
+// exactly those, so someone else cleared it (the node lifecycle controller's MarkPodsNotReady)
+// and the kubelet has not asserted it again yet.
+func readinessUnobserved(p *corev1.Pod, nodeObserved bool) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || podReady(p) {
+		return false
+	}
+	if c := podCondition(p, corev1.ContainersReady); c == nil || c.Status != corev1.ConditionTrue {
+		return false // the kubelet itself said the containers are not ready
+	}
+	if !nodeObserved {
+		return true
+	}
+	for _, g := range p.Spec.ReadinessGates {
+		if c := podCondition(p, g.ConditionType); c == nil || c.Status != corev1.ConditionTrue {
+			return false // a gate holds it: the kubelet's own answer
+		}
+	}
+	return true
+}
+
+// Taints the node lifecycle controller puts on a node whose kubelet it does not hear from, or
+// that reports NotReady.
+const (
+	taintNodeUnreachable = "node.kubernetes.io/unreachable"
+	taintNodeNotReady    = "node.kubernetes.io/not-ready"
+)
+
+// nodeObserved reports whether a node's kubelet is heard from: Ready True and neither of the
+// node lifecycle controller's taints for a lost or NotReady node.
+func nodeObserved(n *corev1.Node) bool {
+	if !nodeReady(n) {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == taintNodeUnreachable || t.Key == taintNodeNotReady {
+			return false
+		}
+	}
+	return true
 }
 
 func podBackend(p *corev1.Pod, port lbcfv1beta1.PortSelector, nodeAddrs []corev1.NodeAddress) Backend {

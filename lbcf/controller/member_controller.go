@@ -21,23 +21,23 @@ import (
 // lbfed.io/candidates-budget, propagated by Karmada).
 const DefaultCandidatesBudget = 1200 * 1024 / 3
 
-// MemberReconciler is lbcf-controller --mode=member: it never calls a driver and creates no
+// memberReconciler is lbcf-controller --mode=member: it never calls a driver and creates no
 // records. For each BackendGroup it writes every selected backend, compactly, into
 // status.candidates, with status.backends, status.observedGeneration and the Ready and
 // CandidatesTruncated conditions — and nothing else, so Karmada sees a change only when the
 // backends change.
-type MemberReconciler struct {
+type memberReconciler struct {
 	client.Client
 	Options
 	Source LocalSource
 	// Budget caps the candidates' items and node table in bytes (DefaultCandidatesBudget when 0).
 	Budget int
 	// History remembers the last reports, for the readiness gates (optional).
-	History *ReportHistory
+	History *reportHistory
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *memberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
 	bg := &lbcfv1beta1.BackendGroup{}
 	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {

@@ -138,3 +138,62 @@ func TestMemberFollowsFederationAnnotations(t *testing.T) {
 		g.Expect(cond.Message).To(ContainSubstring("more than 200 bytes"))
 	}, wait).Should(Succeed())
 }
+
+// Issue 43: a member reports which of its not-Ready pods are so on its control plane's evidence
+// alone: their node unheard (Ready not True, or the unreachable/not-ready taint) with their
+// containers ready, or Ready cleared while the containers are ready (the node lifecycle
+// controller's MarkPodsNotReady, before the kubelet asserts it again). A pod whose containers are
+// not ready is the kubelet's own answer and is not flagged.
+func TestMemberSaysWhenReadinessIsUnobserved(t *testing.T) {
+	e := newEnv(t)
+	startMember(e, 0)
+	g := e.g
+	nodeName := e.ns + "-node"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	g.Expect(e.c.Create(e.ctx, node)).To(Succeed())
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), node) })
+	setNode := func(ready corev1.ConditionStatus, taints ...corev1.Taint) {
+		cur := &corev1.Node{}
+		g.Expect(e.c.Get(e.ctx, client.ObjectKey{Name: nodeName}, cur)).To(Succeed())
+		cur.Spec.Taints = taints
+		g.Expect(e.c.Update(e.ctx, cur)).To(Succeed())
+		cur.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		g.Expect(e.c.Status().Update(e.ctx, cur)).To(Succeed())
+	}
+	setNode(corev1.ConditionTrue)
+	for i, name := range []string{"web-0", "web-1"} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}, NodeName: nodeName}}
+		g.Expect(e.c.Create(e.ctx, p)).To(Succeed())
+		e.setPod(p, corev1.PodRunning, true, "10.1.0."+itoa(int32(i+1)))
+		e.setReadiness(name, true, true)
+	}
+	e.podGroup("web", []string{"lb1"}, []int32{80})
+	flags := func(g Gomega) map[string][2]bool { // name → Ready, Unobserved
+		bg := e.group("web")
+		g.Expect(bg.Status.Candidates).NotTo(BeNil())
+		items, err := bg.Status.Candidates.Decode()
+		g.Expect(err).NotTo(HaveOccurred())
+		out := map[string][2]bool{}
+		for _, c := range items {
+			out[c.Name] = [2]bool{c.Ready, c.Unobserved}
+		}
+		return out
+	}
+	g.Eventually(flags, wait).Should(Equal(map[string][2]bool{"web-0": {true, false}, "web-1": {true, false}}))
+
+	// The node is lost: the node controller taints it and clears Ready of its pods; web-1's
+	// containers had failed before (the kubelet's own answer).
+	setNode(corev1.ConditionUnknown, corev1.Taint{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute})
+	e.setReadiness("web-1", false, false)
+	e.setReadiness("web-0", false, true)
+	g.Eventually(flags, wait).Should(Equal(map[string][2]bool{"web-0": {false, true}, "web-1": {false, false}}))
+	g.Expect(e.group("web").Status.Backends).To(BeZero(), "neither is eligible: the federation decides what to keep")
+
+	// The node is back, the kubelet has not yet asserted web-0's readiness: still unobserved.
+	setNode(corev1.ConditionTrue)
+	g.Consistently(flags, 2*time.Second).Should(Equal(map[string][2]bool{"web-0": {false, true}, "web-1": {false, false}}))
+	// Then it does.
+	e.setReadiness("web-0", true, true)
+	g.Eventually(flags, wait).Should(Equal(map[string][2]bool{"web-0": {true, false}, "web-1": {false, false}}))
+}

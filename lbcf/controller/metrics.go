@@ -20,6 +20,9 @@ type Metrics struct {
 	PendingKeys       *prometheus.GaugeVec     // pending_key{key_kind}: queue depth
 	WorkingKeys       *prometheus.GaugeVec     // working_key{key_kind}
 	DriverHealthy     *prometheus.GaugeVec     // driver_healthy{driver_name}
+	// HeldPods: not-Ready pods a group keeps registered (see keptPods), by reason: unobserved
+	// (readiness unobserved) or panic (the panic threshold). Only groups that hold some have series.
+	HeldPods *prometheus.GaugeVec // lbfed_readiness_held_pods{namespace, group, reason}
 }
 
 // NewMetrics creates the metrics and registers them with reg (when not nil).
@@ -36,9 +39,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PendingKeys:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pending_key", Help: "Keys waiting in the queue."}, []string{"key_kind"}),
 		WorkingKeys:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "working_key", Help: "Keys being processed."}, []string{"key_kind"}),
 		DriverHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "driver_healthy", Help: "1 when the driver's healthz answered healthy, 0 otherwise."}, []string{"driver_name"}),
+		HeldPods: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lbfed_readiness_held_pods",
+			Help: "Not-Ready pods a BackendGroup keeps registered: reason unobserved (readiness unobserved: node unreachable or NotReady) or panic (more than the panic threshold turned not Ready at once)."},
+			[]string{"namespace", "group", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.K8sOpLatency, m.KeyProcessLatency, m.PendingKeys, m.WorkingKeys, m.DriverHealthy)
+		reg.MustRegister(m.K8sOpLatency, m.KeyProcessLatency, m.PendingKeys, m.WorkingKeys, m.DriverHealthy, m.HeldPods)
 	}
 	return m
 }
@@ -103,4 +109,17 @@ func (q *meteredQueue) Done(item reconcile.Request) {
 	q.TypedRateLimitingInterface.Done(item)
 	q.working.Dec()
 	q.setPending()
+}
+
+// setHeld sets a group's held-pod figures; a group holding none has no series.
+func (m *Metrics) setHeld(bg *lbcfv1beta1.BackendGroup, unobserved, panic int) {
+	set := func(reason string, n int) {
+		if n > 0 {
+			m.HeldPods.WithLabelValues(bg.Namespace, bg.Name, reason).Set(float64(n))
+		} else {
+			m.HeldPods.DeleteLabelValues(bg.Namespace, bg.Name, reason)
+		}
+	}
+	set("unobserved", unobserved)
+	set("panic", panic)
 }

@@ -30,11 +30,11 @@ import (
 // its Deployment, its Service's endpoints, a rollout) only once lbfed says its backends are on the
 // front end. Such a pod is eligible for registration as soon as its containers are ready
 // (ContainersReady): its Ready condition waits for the gate, so waiting for Ready would wait for
-// ever. ReadinessGateReconciler then sets the condition from a RegistrationView: the group's own
+// ever. readinessGateReconciler then sets the condition from a registrationView: the group's own
 // records in a standalone LBCF, the federation's registration annotation in a member.
 
-// HasReadinessGate reports whether the pod carries lbfed's readiness gate.
-func HasReadinessGate(p *corev1.Pod) bool {
+// hasReadinessGate reports whether the pod carries lbfed's readiness gate.
+func hasReadinessGate(p *corev1.Pod) bool {
 	for _, g := range p.Spec.ReadinessGates {
 		if string(g.ConditionType) == lbcfv1beta1.PodConditionBackendRegistered {
 			return true
@@ -56,15 +56,15 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 // carrying lbfed's readiness gate its ContainersReady condition.
 func podReady(p *corev1.Pod) bool {
 	t := corev1.PodReady
-	if HasReadinessGate(p) {
+	if hasReadinessGate(p) {
 		t = corev1.ContainersReady
 	}
 	c := podCondition(p, t)
 	return c != nil && c.Status == corev1.ConditionTrue
 }
 
-// GateState is what a RegistrationView knows of one pod in one group.
-type GateState struct {
+// gateState is what a registrationView knows of one pod in one group.
+type gateState struct {
 	// Known is false when the view cannot tell yet (the condition is then left as it is).
 	Known bool
 	// Registered: every backend of the pod is registered on every LoadBalancer of the group.
@@ -73,47 +73,47 @@ type GateState struct {
 	Message string
 }
 
-// RegistrationView tells whether a pod's backends in a group are registered.
-type RegistrationView interface {
-	PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (GateState, error)
+// registrationView tells whether a pod's backends in a group are registered.
+type registrationView interface {
+	PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (gateState, error)
 }
 
-// RecordRegistrations is the standalone view: the group's BackendRecords in this cluster.
-type RecordRegistrations struct {
+// recordRegistrations is the standalone view: the group's BackendRecords in this cluster.
+type recordRegistrations struct {
 	client.Reader
 }
 
-// PodRegistered implements RegistrationView.
-func (v RecordRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (GateState, error) {
+// PodRegistered implements registrationView.
+func (v recordRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (gateState, error) {
 	lbs := bg.Spec.GetLoadBalancers()
 	if len(lbs) == 0 {
-		return GateState{Known: true, Message: "the group names no LoadBalancer"}, nil
+		return gateState{Known: true, Message: "the group names no LoadBalancer"}, nil
 	}
 	for _, port := range bg.Spec.Pods.GetPortSelectors() {
 		b := podBackend(pod, port, nil)
 		if !b.Eligible() {
-			return GateState{Known: true, Message: "not eligible yet (containers not ready or no IP)"}, nil
+			return gateState{Known: true, Message: "not eligible yet (containers not ready or no IP)"}, nil
 		}
 		for _, lb := range lbs {
 			br := &lbcfv1beta1.BackendRecord{}
 			err := v.Get(ctx, client.ObjectKey{Namespace: bg.Namespace, Name: b.RecordName(lb, bg.Name)}, br)
 			switch {
 			case apierrors.IsNotFound(err):
-				return GateState{Known: true, Message: "waiting for load balancer " + lb}, nil
+				return gateState{Known: true, Message: "waiting for load balancer " + lb}, nil
 			case err != nil:
-				return GateState{}, fmt.Errorf("get record: %w", err)
+				return gateState{}, fmt.Errorf("get record: %w", err)
 			case br.DeletionTimestamp != nil || !br.IsRegistered():
-				return GateState{Known: true, Message: "waiting for load balancer " + lb}, nil
+				return gateState{Known: true, Message: "waiting for load balancer " + lb}, nil
 			}
 		}
 	}
-	return GateState{Known: true, Registered: true}, nil
+	return gateState{Known: true, Registered: true}, nil
 }
 
-// ReportHistory keeps a member's last reports per group (their digests and which items are
+// reportHistory keeps a member's last reports per group (their digests and which items are
 // which pod), so that the federation's answer about a report that is no longer the latest is
 // still understood: in a rollout the member reports again before the answer arrives.
-type ReportHistory struct {
+type reportHistory struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName][]reportEntry // newest first
 }
@@ -127,7 +127,7 @@ type reportEntry struct {
 }
 
 // Add records a report of group key (no-op when it is the latest already).
-func (h *ReportHistory) Add(key types.NamespacedName, items []string) {
+func (h *reportHistory) Add(key types.NamespacedName, items []string) {
 	digest := lbcfv1beta1.ReportDigest(items)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -149,13 +149,13 @@ func (h *ReportHistory) Add(key types.NamespacedName, items []string) {
 }
 
 // Forget drops a deleted group.
-func (h *ReportHistory) Forget(key types.NamespacedName) {
+func (h *reportHistory) Forget(key types.NamespacedName) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.m, key)
 }
 
-func (h *ReportHistory) find(key types.NamespacedName, digest string) (reportEntry, bool) {
+func (h *reportHistory) find(key types.NamespacedName, digest string) (reportEntry, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range h.m[key] {
@@ -175,10 +175,10 @@ func itemUID(item string) string {
 	return f[2]
 }
 
-// MemberRegistrations is the member view: the federation's lbfed.io/registered annotation on the
+// memberRegistrations is the member view: the federation's lbfed.io/registered annotation on the
 // group (propagated by Karmada), read against the member's own recent reports.
-type MemberRegistrations struct {
-	History *ReportHistory
+type memberRegistrations struct {
+	History *reportHistory
 
 	mu    sync.Mutex
 	cache map[types.NamespacedName]decodedRegistration
@@ -190,7 +190,7 @@ type decodedRegistration struct {
 	err  error
 }
 
-func (v *MemberRegistrations) decoded(bg *lbcfv1beta1.BackendGroup) decodedRegistration {
+func (v *memberRegistrations) decoded(bg *lbcfv1beta1.BackendGroup) decodedRegistration {
 	key := client.ObjectKeyFromObject(bg)
 	raw := bg.Annotations[lbcfv1beta1.AnnotationRegistered]
 	v.mu.Lock()
@@ -218,8 +218,8 @@ func (v *MemberRegistrations) decoded(bg *lbcfv1beta1.BackendGroup) decodedRegis
 	return d
 }
 
-// PodRegistered implements RegistrationView.
-func (v *MemberRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (GateState, error) {
+// PodRegistered implements registrationView.
+func (v *memberRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (gateState, error) {
 	d := v.decoded(bg)
 	if d.err != nil {
 		ctrl.LoggerFrom(ctx).Error(d.err, "unreadable registration annotation", "backendGroup", client.ObjectKeyFromObject(bg))
@@ -232,33 +232,33 @@ func (v *MemberRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1
 		}
 		idx := e.pods[pod.Name+"/"+lbcfv1beta1.ShortUID(pod.UID)]
 		if len(idx) == 0 {
-			return GateState{Known: true, Message: "not in this member's report the federation answered yet"}, nil
+			return gateState{Known: true, Message: "not in this member's report the federation answered yet"}, nil
 		}
 		for _, i := range idx {
 			if i >= len(bits) || !bits[i] {
-				return GateState{Known: true, Message: "waiting for the federation to register it"}, nil
+				return gateState{Known: true, Message: "waiting for the federation to register it"}, nil
 			}
 		}
-		return GateState{Known: true, Registered: true}, nil
+		return gateState{Known: true, Registered: true}, nil
 	}
-	return GateState{}, nil
+	return gateState{}, nil
 }
 
-// ReadinessGateReconciler sets lbfed's readiness-gate condition on the pods that carry the gate.
-type ReadinessGateReconciler struct {
+// readinessGateReconciler sets lbfed's readiness-gate condition on the pods that carry the gate.
+type readinessGateReconciler struct {
 	client.Client
-	View    RegistrationView
+	View    registrationView
 	Metrics *Metrics
 	DryRun  bool
 }
 
 // Reconcile implements reconcile.Reconciler for one pod.
-func (r *ReadinessGateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *readinessGateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, req.NamespacedName, pod); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !HasReadinessGate(pod) || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
+	if !hasReadinessGate(pod) || pod.DeletionTimestamp != nil || pod.Status.PodIP == "" {
 		// Not started yet: nothing to register, and nothing to say that the kubelet's
 		// ReadinessGatesNotReady does not already say (one write per pod saved).
 		return ctrl.Result{}, nil
@@ -321,7 +321,7 @@ func (r *ReadinessGateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 
 // SetupWithManager registers the reconciler: gated pods, their groups' changes, and (standalone)
 // their records' registration.
-func (r *ReadinessGateReconciler) SetupWithManager(mgr ctrl.Manager, records bool) error {
+func (r *readinessGateReconciler) SetupWithManager(mgr ctrl.Manager, records bool) error {
 	c := mgr.GetClient()
 	podsOfGroup := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		bg := o.(*lbcfv1beta1.BackendGroup)
@@ -331,7 +331,7 @@ func (r *ReadinessGateReconciler) SetupWithManager(mgr ctrl.Manager, records boo
 		Named("readinessgate").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			p, ok := o.(*corev1.Pod)
-			return ok && HasReadinessGate(p) && p.DeletionTimestamp == nil
+			return ok && hasReadinessGate(p) && p.DeletionTimestamp == nil
 		}))).
 		Watches(&lbcfv1beta1.BackendGroup{}, podsOfGroup, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, RegistrationChanged{}))).
@@ -375,7 +375,7 @@ func gatedPodsOf(ctx context.Context, c client.Reader, bg *lbcfv1beta1.BackendGr
 	}
 	var out []reconcile.Request
 	for _, p := range pods {
-		if HasReadinessGate(p) && p.DeletionTimestamp == nil {
+		if hasReadinessGate(p) && p.DeletionTimestamp == nil {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/servicechange"
 )
 
 // Field indexes.
@@ -36,8 +36,8 @@ const (
 // the federation's bindings and clusters).
 type Watch func(*builder.Builder) *builder.Builder
 
-// SetupIndexes registers the field indexes the reconcilers use. Call once per manager.
-func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+// setupIndexes registers the field indexes the reconcilers use. Call once per manager.
+func setupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	// A label selector on the cache scans every record of the namespace: with 100,000 records,
 	// each of 10,000 groups' reconciles went through all of them.
 	if err := IndexField(ctx, mgr.GetCache(), &lbcfv1beta1.BackendRecord{}, indexRecordGroup, InNamespaceLookups, func(o client.Object) []string {
@@ -103,22 +103,6 @@ func GroupsOfService(c client.Reader) handler.EventHandler {
 	})
 }
 
-// ServiceChanged passes the Service events that can change the groups selecting it or what
-// drivers are sent of it: creation, deletion, and updates of its spec, labels or annotations or
-// that start its deletion. Not the generation: the API server never moves a Service's
-// metadata.generation. Status-only writes are dropped.
-func ServiceChanged() predicate.Funcs {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*corev1.Service)
-		n, ok2 := e.ObjectNew.(*corev1.Service)
-		if !ok1 || !ok2 {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
-			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
-	}}
-}
-
 // LocalWatches are the watches of backends in the local cluster: pods, Services and nodes,
 // each mapped to the groups that select them, filtered to the changes that matter.
 func LocalWatches(c client.Reader) []Watch {
@@ -150,7 +134,7 @@ func LocalWatches(c client.Reader) []Watch {
 			return b.Watches(&corev1.Pod{}, groupsOfPod, builder.WithPredicates(podChangePredicate()))
 		},
 		func(b *builder.Builder) *builder.Builder {
-			return b.Watches(&corev1.Service{}, groupsOfService, builder.WithPredicates(ServiceChanged()))
+			return b.Watches(&corev1.Service{}, groupsOfService, builder.WithPredicates(servicechange.Predicate()))
 		},
 		func(b *builder.Builder) *builder.Builder {
 			return b.Watches(&corev1.Node{}, groupsOfNode, builder.WithPredicates(nodeChangePredicate()))
@@ -163,13 +147,14 @@ func selectsPod(bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) bool {
 	return bg.SelectsPod(pod.Namespace, pod.Name, pod.Labels)
 }
 
-// podChangePredicate passes pod updates that can change a group's backends: labels, readiness,
-// phase, IPs, node, deletion. Status noise (container restarts, probes) is dropped, which keeps
-// big clusters cheap.
+// podChangePredicate passes pod updates that can change a group's backends: labels, readiness
+// (and whether a pod that is not Ready was looked at, see readinessUnobserved), phase, IPs, node,
+// deletion. Status noise (container restarts, probes) is dropped, which keeps big clusters cheap.
 func podChangePredicate() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
 		return !maps.Equal(o.Labels, n.Labels) || podReady(o) != podReady(n) || o.Status.Phase != n.Status.Phase ||
+			readinessUnobserved(o, true) != readinessUnobserved(n, true) ||
 			o.Status.PodIP != n.Status.PodIP || !slices.Equal(o.Status.PodIPs, n.Status.PodIPs) || o.Spec.NodeName != n.Spec.NodeName ||
 			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	}}
@@ -178,13 +163,13 @@ func podChangePredicate() predicate.Funcs {
 func nodeChangePredicate() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-		return !maps.Equal(o.Labels, n.Labels) || nodeReady(o) != nodeReady(n) || !slices.Equal(o.Status.Addresses, n.Status.Addresses) ||
+		return !maps.Equal(o.Labels, n.Labels) || nodeObserved(o) != nodeObserved(n) || !slices.Equal(o.Status.Addresses, n.Status.Addresses) ||
 			(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 	}}
 }
 
 // SetupWithManager registers the reconciler with the given extra watches.
-func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
+func (r *backendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
 	r.Defaults()
 	r.recent = newRecentWrites()
 	r.pacer = newGroupPacer()
@@ -219,7 +204,7 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 	})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("backendgroup").
-		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, policyAnnotationsChanged()))).
 		Watches(&lbcfv1beta1.LoadBalancer{}, groupsOfLB).
 		Watches(&lbcfv1beta1.BackendRecord{}, r.pacer.ownerHandler(), builder.WithPredicates(recordCountChanged())).
 		WithOptions(controller.Options{
@@ -230,6 +215,21 @@ func (r *BackendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 		b = w(b)
 	}
 	return b.Complete(r)
+}
+
+// policyAnnotationsChanged passes group updates that change the annotations deciding what
+// happens to not-Ready pods (and, in the federation, to unobserved members): other annotation
+// writes (the federation's registration answer, many a second) do not reconcile the group.
+func policyAnnotationsChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+		for _, k := range []string{lbcfv1beta1.AnnotationMemberLossPolicy, lbcfv1beta1.AnnotationReadinessPanicThreshold} {
+			if o[k] != n[k] {
+				return true
+			}
+		}
+		return false
+	}}
 }
 
 // recordCountChanged passes the record events that change a group's counts or need a record
@@ -248,7 +248,7 @@ func duplicate(br *lbcfv1beta1.BackendRecord) bool {
 }
 
 // SetupWithManager registers the reconciler.
-func (r *BackendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *backendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
@@ -281,7 +281,7 @@ func (r *BackendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // SetupWithManager registers the member reconciler with the local backend watches.
-func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *memberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.Defaults()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("backendgroup-member").
@@ -304,7 +304,7 @@ func SetupStandalone(ctx context.Context, mgr ctrl.Manager, opts Options, resync
 	if err := SetupEngine(ctx, mgr, opts, src, src, resync, LocalWatches(mgr.GetClient())...); err != nil {
 		return err
 	}
-	gates := &ReadinessGateReconciler{Client: mgr.GetClient(), View: RecordRegistrations{Reader: mgr.GetClient()}, Metrics: opts.Metrics, DryRun: opts.DryRun}
+	gates := &readinessGateReconciler{Client: mgr.GetClient(), View: recordRegistrations{Reader: mgr.GetClient()}, Metrics: opts.Metrics, DryRun: opts.DryRun}
 	if err := gates.SetupWithManager(mgr, true); err != nil {
 		return fmt.Errorf("readiness gate controller: %w", err)
 	}
@@ -315,25 +315,25 @@ func SetupStandalone(ctx context.Context, mgr ctrl.Manager, opts Options, resync
 // watches tell the BackendGroup controller when the source's answer may have changed.
 func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src BackendSource, addr AddrRequestBuilder, resync time.Duration, watches ...Watch) error {
 	opts.Defaults()
-	if err := SetupIndexes(ctx, mgr); err != nil {
+	if err := setupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&DriverReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
+	if err := (&driverReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("driver controller: %w", err)
 	}
-	if err := (&LoadBalancerReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
+	if err := (&loadBalancerReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("load balancer controller: %w", err)
 	}
 	wakeups := newRecordWakeups()
 	budget := newRecordDriverBudget(opts.DriverCallBudget, opts.DegradedDriverCallBudget, wakeups.wake)
-	if err := (&BackendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr, watches...); err != nil {
+	if err := (&backendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
 	addrs, err := addrIndex(ctx, mgr)
 	if err != nil {
 		return err
 	}
-	if err := (&BackendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, addrs: addrs, wakeups: wakeups, budget: budget}).SetupWithManager(mgr); err != nil {
+	if err := (&backendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, addrs: addrs, wakeups: wakeups, budget: budget}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("backend record controller: %w", err)
 	}
 	return nil
@@ -345,11 +345,11 @@ func SetupMember(ctx context.Context, mgr ctrl.Manager, opts Options, budget int
 	if err := setupGroupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	history := &ReportHistory{}
-	if err := (&MemberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget, History: history}).SetupWithManager(mgr); err != nil {
+	history := &reportHistory{}
+	if err := (&memberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget, History: history}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	gates := &ReadinessGateReconciler{Client: mgr.GetClient(), View: &MemberRegistrations{History: history}, Metrics: opts.Metrics, DryRun: opts.DryRun}
+	gates := &readinessGateReconciler{Client: mgr.GetClient(), View: &memberRegistrations{History: history}, Metrics: opts.Metrics, DryRun: opts.DryRun}
 	if err := gates.SetupWithManager(mgr, false); err != nil {
 		return fmt.Errorf("readiness gate controller: %w", err)
 	}

@@ -13,8 +13,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // apiWrites counts the mutating requests a controller sends to the API server, by resource

@@ -67,9 +67,9 @@ controller.driverTLS.clientCertSecret, or the chart's. */}}
 {{- include "lbcf.controller.name" . }}
 {{- end }}
 
-{{/* Whether the chart issues the driver client certificate. */}}
+{{/* Whether the chart issues the driver client certificate (for its lbcf-controller). */}}
 {{- define "lbcf.chartDriverClient" -}}
-{{- if not .Values.controller.driverTLS.clientCertSecret }}true{{ end }}
+{{- if and .Values.controller.enabled (not .Values.controller.driverTLS.clientCertSecret) }}true{{ end }}
 {{- end }}
 
 {{/* Whether elb-driver authenticates its callers (mutual TLS). */}}
@@ -101,6 +101,14 @@ app.kubernetes.io/part-of: lbcf
 {{- $repo := .image.repository }}
 {{- with .root.Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
 {{- printf "%s:%s" $repo (default .root.Chart.AppVersion .image.tag) }}
+{{- end }}
+
+{{/* The kubectl image of the tests. */}}
+{{- define "lbcf.kubectlImage" -}}
+{{- $i := .Values.tests.kubectl.image }}
+{{- $repo := $i.repository }}
+{{- with $i.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
+{{- printf "%s:%s" $repo $i.tag }}
 {{- end }}
 
 {{- define "lbcf.imagePullSecrets" -}}
@@ -154,30 +162,64 @@ topologySpreadConstraints:
 {{- list .service (printf "%s.%s" .service $ns) (printf "%s.%s.svc" .service $ns) (printf "%s.%s.svc.%s" .service $ns .root.Values.global.clusterDomain) | toJson }}
 {{- end }}
 
+{{/* elb-driver's serving certificate names, as JSON {dns, ips}: its Service's, and those callers
+outside the cluster use. */}}
+{{- define "lbcf.elbDriverCertNames" -}}
+{{- $d := .Values.elbDriver }}
+{{- $dns := concat (include "lbcf.serviceDNSNames" (dict "root" . "service" (include "lbcf.elbDriver.name" .)) | fromJsonArray) $d.tls.extraDNSNames }}
+{{- $ips := $d.tls.extraIPs }}
+{{- with $d.service.loadBalancerIP }}{{ if not (has . $ips) }}{{ $ips = append $ips . }}{{ end }}{{ end }}
+{{- dict "dns" $dns "ips" $ips | toJson }}
+{{- end }}
+
 {{/*
-lbcf.selfSignedTLS computes, once per render, the self-signed CA and the serving certificates
-(webhook, and elb-driver when it serves TLS) and the driver client certificate of lbcf-controller
-(unless controller.driverTLS.clientCertSecret is set) into .Values._selfSignedTLS, as PEM strings:
-{ca, webhookCrt, webhookKey, driverCrt, driverKey, clientCrt, clientKey}. Certificates already in the cluster are
-reused when they are complete and share one CA, so upgrades do not rotate them; anything missing
-regenerates the whole set (a CA key is never stored in the cluster).
+lbcf.selfSignedTLS computes, once per render, the self-signed CA and the certificates the
+release needs into .Values._selfSignedTLS, as PEM strings: {ca, webhookCrt, webhookKey (with
+controller.enabled), driverCrt, driverKey (elb-driver serving TLS), clientCrt, clientKey
+(lbcf-controller's driver client certificate, unless controller.driverTLS.clientCertSecret)}.
+Certificates already in the cluster are reused when every needed one is complete, they share one
+CA and the driver's still has the names asked for (annotation lbfed.io/certificate-names), so
+upgrades do not rotate them; anything else regenerates the whole set (a CA key is never stored in
+the cluster).
 */}}
 {{- define "lbcf.selfSignedTLS" -}}
 {{- if not (hasKey .Values "_selfSignedTLS") }}
 {{- $ns := .Release.Namespace }}
+{{- $needWebhook := .Values.controller.enabled }}
 {{- $needDriver := and .Values.elbDriver.enabled .Values.elbDriver.tls.enabled }}
+{{- $needClient := include "lbcf.chartDriverClient" . }}
+{{- $names := include "lbcf.elbDriverCertNames" . | fromJson }}
 {{- $tls := dict }}
 {{- $wh := (lookup "v1" "Secret" $ns (include "lbcf.webhookSecretName" .)).data | default dict }}
-{{- $drv := (lookup "v1" "Secret" $ns (include "lbcf.elbDriverSecretName" .)).data | default dict }}
-{{- $whOK := and (index $wh "ca.crt") (index $wh "tls.crt") (index $wh "tls.key") }}
-{{- $drvOK := or (not $needDriver) (and (index $drv "tls.crt") (index $drv "tls.key") (eq (index $drv "ca.crt" | default "") (index $wh "ca.crt" | default "-"))) }}
-{{- $needClient := include "lbcf.chartDriverClient" . }}
+{{- $drvSecret := lookup "v1" "Secret" $ns (include "lbcf.elbDriverSecretName" .) }}
+{{- $drv := $drvSecret.data | default dict }}
 {{- $cl := (lookup "v1" "Secret" $ns (include "lbcf.driverClientSecretName" .)).data | default dict }}
-{{- $clOK := or (not $needClient) (and (index $cl "tls.crt") (index $cl "tls.key") (eq (index $cl "ca.crt" | default "") (index $wh "ca.crt" | default "-"))) }}
-{{- if and $whOK $drvOK $clOK }}
-{{- $_ := set $tls "ca" (index $wh "ca.crt" | b64dec) }}
+{{- $needed := list }}
+{{- if $needWebhook }}{{ $needed = append $needed $wh }}{{ end }}
+{{- if $needDriver }}{{ $needed = append $needed $drv }}{{ end }}
+{{- if $needClient }}{{ $needed = append $needed $cl }}{{ end }}
+{{- /* The CA of the existing set: the first needed Secret's; every other must have it too. */}}
+{{- $ca := "" }}
+{{- with $needed }}{{ $ca = index (first .) "ca.crt" | default "" }}{{ end }}
+{{- $ok := true }}
+{{- range $data := $needed }}
+{{- if not (and $ca (index $data "tls.crt") (index $data "tls.key") (eq (index $data "ca.crt" | default "") $ca)) }}{{ $ok = false }}{{ end }}
+{{- end }}
+{{- if and $ok $needDriver }}
+{{- $had := (($drvSecret.metadata | default dict).annotations | default dict) | dig "lbfed.io/certificate-names" "" }}
+{{- if not $had }}
+{{- /* A Secret from before the annotation holds the Service's names only. */}}
+{{- $had = include "lbcf.certNamesAnnotation" (dict "dns" (include "lbcf.serviceDNSNames" (dict "root" . "service" (include "lbcf.elbDriver.name" .)) | fromJsonArray) "ips" list) }}
+{{- end }}
+{{- if ne $had (include "lbcf.certNamesAnnotation" $names) }}{{ $ok = false }}{{ end }}
+{{- end }}
+{{- if not $needed }}{{ $ok = false }}{{ end }}
+{{- if $ok }}
+{{- $_ := set $tls "ca" ($ca | b64dec) }}
+{{- if $needWebhook }}
 {{- $_ := set $tls "webhookCrt" (index $wh "tls.crt" | b64dec) }}
 {{- $_ := set $tls "webhookKey" (index $wh "tls.key" | b64dec) }}
+{{- end }}
 {{- if $needDriver }}
 {{- $_ := set $tls "driverCrt" (index $drv "tls.crt" | b64dec) }}
 {{- $_ := set $tls "driverKey" (index $drv "tls.key" | b64dec) }}
@@ -188,28 +230,34 @@ regenerates the whole set (a CA key is never stored in the cluster).
 {{- end }}
 {{- else }}
 {{- $days := int .Values.webhook.certificates.selfSigned.validityDays }}
-{{- $ca := genCA (printf "%s-ca" (include "lbcf.fullname" .)) $days }}
+{{- $newCA := genCA (printf "%s-ca" (include "lbcf.fullname" .)) $days }}
+{{- $_ := set $tls "ca" $newCA.Cert }}
+{{- if $needWebhook }}
 {{- $svc := include "lbcf.controller.name" . }}
-{{- $cert := genSignedCert $svc nil (include "lbcf.serviceDNSNames" (dict "root" . "service" $svc) | fromJsonArray) $days $ca }}
-{{- $_ := set $tls "ca" $ca.Cert }}
+{{- $cert := genSignedCert $svc nil (include "lbcf.serviceDNSNames" (dict "root" . "service" $svc) | fromJsonArray) $days $newCA }}
 {{- $_ := set $tls "webhookCrt" $cert.Cert }}
 {{- $_ := set $tls "webhookKey" $cert.Key }}
+{{- end }}
 {{- if $needDriver }}
-{{- $dsvc := include "lbcf.elbDriver.name" . }}
-{{- $dcert := genSignedCert $dsvc nil (include "lbcf.serviceDNSNames" (dict "root" . "service" $dsvc) | fromJsonArray) $days $ca }}
+{{- $dcert := genSignedCert (include "lbcf.elbDriver.name" .) $names.ips $names.dns $days $newCA }}
 {{- $_ := set $tls "driverCrt" $dcert.Cert }}
 {{- $_ := set $tls "driverKey" $dcert.Key }}
 {{- end }}
 {{- if $needClient }}
 {{- /* Helm's genSignedCert marks certificates for server and client use; drivers accept this
 one by its subject name (elb-driver --client-allowed-names). */}}
-{{- $ccert := genSignedCert (include "lbcf.driverClientName" .) nil nil $days $ca }}
+{{- $ccert := genSignedCert (include "lbcf.driverClientName" .) nil nil $days $newCA }}
 {{- $_ := set $tls "clientCrt" $ccert.Cert }}
 {{- $_ := set $tls "clientKey" $ccert.Key }}
 {{- end }}
 {{- end }}
 {{- $_ := set .Values "_selfSignedTLS" $tls }}
 {{- end }}
+{{- end }}
+
+{{/* The value of the driver Secret's lbfed.io/certificate-names annotation: (dict "dns" … "ips" …). */}}
+{{- define "lbcf.certNamesAnnotation" -}}
+{{- concat .dns .ips | join "," }}
 {{- end }}
 
 {{/* The caBundle of the webhook configurations (base64 PEM), empty under cert-manager. */}}
@@ -251,6 +299,24 @@ group: cert-manager.io
 {{- end }}
 {{- if and (eq .Values.elbDriver.backend "bfe") (not (isAbs .Values.elbDriver.bfe.dataDir)) }}
 {{- fail "elbDriver.bfe.dataDir must be an absolute path" }}
+{{- end }}
+{{- end }}
+{{- if not (or .Values.controller.enabled .Values.elbDriver.enabled .Values.elbController.enabled) }}
+{{- fail "controller.enabled=false needs elbDriver.enabled or elbController.enabled: nothing would be installed" }}
+{{- end }}
+{{- if .Values.elbDriver.enabled }}
+{{- $d := .Values.elbDriver }}
+{{- if and (not .Values.controller.enabled) $d.tls.enabled $d.clientAuth.enabled (not $d.clientAuth.extraCASecrets) }}
+{{- fail "elbDriver.clientAuth.extraCASecrets: without controller.enabled the driver accepts only callers of these CAs; give at least one (e.g. a copy of lbfed's driver client CA, see the README), or turn clientAuth off" }}
+{{- end }}
+{{- if not (has $d.service.type (list "ClusterIP" "NodePort" "LoadBalancer")) }}
+{{- fail (printf "elbDriver.service.type must be ClusterIP, NodePort or LoadBalancer, not %q" $d.service.type) }}
+{{- end }}
+{{- if and (int $d.service.nodePort) (eq $d.service.type "ClusterIP") }}
+{{- fail "elbDriver.service.nodePort needs elbDriver.service.type NodePort or LoadBalancer" }}
+{{- end }}
+{{- if and (or $d.service.loadBalancerIP $d.service.loadBalancerClass $d.service.loadBalancerSourceRanges) (ne $d.service.type "LoadBalancer") }}
+{{- fail "elbDriver.service.loadBalancerIP, loadBalancerClass and loadBalancerSourceRanges need elbDriver.service.type LoadBalancer" }}
 {{- end }}
 {{- end }}
 {{- if .Values.elbController.enabled }}

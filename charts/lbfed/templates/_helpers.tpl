@@ -75,6 +75,82 @@ client certificate. */}}
 {{- printf "%s-karmada-manifests" (include "lbfed.fullname" .) }}
 {{- end }}
 
+{{/*
+lbfed.karmadaKubeconfig computes, once per render, the Secrets (release namespace) holding
+karmada-apiserver's kubeconfig into .Values._karmadaKubeconfig: {controller, jobs}, each {name,
+key}: lbfed-controller's and the tests' (karmada.kubeconfigSecret), and the apply Jobs'
+(karmada.kubectl.kubeconfigSecret, else the same). With a cluster to look in (helm
+install/upgrade, --dry-run=server), a missing Secret or key fails the render naming the value to
+set: otherwise the apply Job's pod waits for its volume until helm times out. The Secret list
+doubles as the sign of a cluster: lookup answers {} without one, and helm itself lists Secrets
+here (its release storage), so the installer may.
+*/}}
+{{- define "lbfed.karmadaKubeconfig" -}}
+{{- if not (hasKey .Values "_karmadaKubeconfig") }}
+{{- $secrets := lookup "v1" "Secret" .Release.Namespace "" }}
+{{- $data := dict }}
+{{- range $secrets.items }}{{ $_ := set $data .metadata.name (.data | default dict) }}{{ end }}
+{{- $args := dict "ns" .Release.Namespace "live" (hasKey $secrets "items") "data" $data }}
+{{- $controller := include "lbfed.pickKubeconfig" (merge (dict "value" .Values.karmada.kubeconfigSecret "path" "karmada.kubeconfigSecret") $args) | fromJson }}
+{{- $jobs := $controller }}
+{{- if .Values.karmada.kubectl.kubeconfigSecret.name }}
+{{- $jobs = include "lbfed.pickKubeconfig" (merge (dict "value" .Values.karmada.kubectl.kubeconfigSecret "path" "karmada.kubectl.kubeconfigSecret") $args) | fromJson }}
+{{- end }}
+{{- $_ := set .Values "_karmadaKubeconfig" (dict "controller" $controller "jobs" $jobs) }}
+{{- end }}
+{{- end }}
+
+{{/*
+lbfed.pickKubeconfig: (dict "value" {name, key} "path" "karmada.kubeconfigSecret" "ns" … "live"
+bool "data" {secret name: data}) → JSON {name, key}. An empty name picks the first Secret
+Karmada v1.18's installers make that exists (without a cluster: karmadactl init's).
+*/}}
+{{- define "lbfed.pickKubeconfig" -}}
+{{- $v := .value }}
+{{- $ns := .ns }}
+{{- $data := .data }}
+{{- $known := list
+  (dict "name" "karmada-controller-manager-config" "key" "karmada.config" "by" "`karmadactl init`")
+  (dict "name" "karmada-kubeconfig" "key" "kubeconfig" "by" "Karmada's Helm chart, release karmada") }}
+{{- $candidates := $known }}
+{{- if $v.name }}
+{{- $candidates = list (dict "name" $v.name "key" ($v.key | default "kubeconfig")) }}
+{{- end }}
+{{- $chosen := first $candidates }}
+{{- if .live }}
+{{- $found := dict }}
+{{- range $candidates }}
+{{- if and (not $found) (hasKey $data .name) (hasKey (get $data .name) .key) }}{{ $found = . }}{{ end }}
+{{- end }}
+{{- if not $found }}
+{{- if $v.name }}
+{{- if not (hasKey $data $chosen.name) }}
+{{- fail (printf "%s.name: no Secret %q in namespace %q. It must hold a kubeconfig for karmada-apiserver: `karmadactl init` makes karmada-controller-manager-config (key karmada.config), Karmada's Helm chart <release>-kubeconfig (key kubeconfig)" .path $chosen.name $ns) }}
+{{- end }}
+{{- fail (printf "%s.key: Secret %s/%s has no key %q (its keys: %s)" .path $ns $chosen.name $chosen.key (keys (get $data $chosen.name) | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $tried := list }}
+{{- range $known }}{{ $tried = append $tried (printf "%s (key %s, made by %s)" .name .key .by) }}{{ end }}
+{{- fail (printf "no kubeconfig for karmada-apiserver in namespace %q: looked for %s. Create one there and set %s.name and %s.key" $ns (join " and " $tried) .path .path) }}
+{{- end }}
+{{- $chosen = $found }}
+{{- end }}
+{{- dict "name" $chosen.name "key" $chosen.key | toJson }}
+{{- end }}
+
+{{/* A kubeconfig Secret's volume: (dict "root" $ "name" "karmada-kubeconfig" "for" "controller"
+or "jobs"). */}}
+{{- define "lbfed.karmadaKubeconfigVolume" -}}
+{{- include "lbfed.karmadaKubeconfig" .root }}
+{{- $s := index .root.Values._karmadaKubeconfig .for -}}
+- name: {{ .name }}
+  secret:
+    secretName: {{ $s.name }}
+    items:
+      - key: {{ $s.key }}
+        path: kubeconfig
+{{- end }}
+
 {{/* Labels ---------------------------------------------------------------------------------- */}}
 
 {{/* (dict "root" $ "component" "controller") */}}
@@ -101,6 +177,23 @@ lbfed.io/target: {{ .target | default "host-cluster" }}
 {{- $repo := .image.repository }}
 {{- with .root.Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
 {{- printf "%s:%s" $repo (default .root.Chart.AppVersion .image.tag) }}
+{{- end }}
+
+{{/* The kubectl image of the apply Jobs and the tests. */}}
+{{- define "lbfed.kubectlImage" -}}
+{{- $i := .Values.karmada.kubectl.image }}
+{{- $repo := $i.repository }}
+{{- with $i.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
+{{- printf "%s:%s" $repo $i.tag }}
+{{- end }}
+
+{{/* Names of the pull Secrets Karmada brings to the members (JSON list; [] for none). */}}
+{{- define "lbfed.member.propagatedPullSecrets" -}}
+{{- $names := list }}
+{{- if and .Values.member.enabled .Values.member.imagePullSecrets.propagate }}
+{{- range .Values.global.imagePullSecrets }}{{ $names = append $names .name }}{{ end }}
+{{- end }}
+{{- $names | toJson }}
 {{- end }}
 
 {{- define "lbfed.imagePullSecrets" -}}
@@ -260,6 +353,11 @@ customizations. */}}
 {{- else }}
 {{- printf "https://%s.%s.svc:443/interpret" (include "lbfed.controller.name" .) .Release.Namespace }}
 {{- end }}
+{{- end }}
+
+{{/* Whether helm test's pods are rendered (templates/tests.yaml): they need lbfed-controller here. */}}
+{{- define "lbfed.testsRendered" -}}
+{{- if and .Values.tests.enabled .Values.controller.enabled (eq .Values.karmada.apply "job") }}true{{ end }}
 {{- end }}
 
 {{/* Checks ---------------------------------------------------------------------------------- */}}

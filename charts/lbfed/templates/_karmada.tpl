@@ -65,6 +65,52 @@ webhooks:
 {{- end }}
 
 {{/*
+lbfed.karmada.unregister: what lbfed.karmada.interpreter registers under other values and does
+not under these, by name only, for the apply Job to delete: an upgrade or a rollback that turns
+admission or the interpreter off, or swaps the Lua customizations for the webhook (or back),
+must not leave a registration calling a server that no longer serves it (admission fails closed)
+or winning over the new one (a customization wins over the webhook).
+*/}}
+{{- define "lbfed.karmada.unregister" -}}
+{{- $name := include "lbfed.clusterObjectName" . }}
+{{- $labels := include "lbfed.labels" (dict "root" . "component" "interpreter" "target" "karmada-apiserver") }}
+{{- if not (include "lbfed.interpreterRegistered" .) }}
+---
+apiVersion: config.karmada.io/v1alpha1
+kind: ResourceInterpreterWebhookConfiguration
+metadata:
+  name: {{ $name }}-interpreter
+  labels:
+    {{- $labels | nindent 4 }}
+{{- end }}
+{{- if not .Values.luaInterpreter.enabled }}
+{{- range $doc := regexSplit "(?m)^---\\s*$" (.Files.Get "files/interpreter/customizations.yaml") -1 }}
+{{- $ric := fromYaml $doc }}
+{{- if $ric.kind }}
+---
+apiVersion: {{ $ric.apiVersion }}
+kind: {{ $ric.kind }}
+metadata:
+  name: {{ $ric.metadata.name }}
+  labels:
+    {{- $labels | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not .Values.controller.admission.enabled }}
+{{- range $kind := list "Mutating" "Validating" }}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: {{ $kind }}WebhookConfiguration
+metadata:
+  name: {{ $name }}-admission
+  labels:
+    {{- include "lbfed.labels" (dict "root" $ "component" "admission" "target" "karmada-apiserver") | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 lbfed's admission for the templates in karmada-apiserver, served by lbfed-controller: the webhooks
 of lbcf/admission.ConfigurationsWith (SpecUpdatesOnly, the exempt users and groups; the chart test
 compares them).
@@ -808,6 +854,13 @@ spec:
       kind: Secret
       namespace: {{ $ns }}
       name: {{ include "lbfed.member.secretName" . }}
+    {{- range include "lbfed.member.propagatedPullSecrets" . | fromJsonArray }}
+    # A pull Secret the member pods name, created in karmada-apiserver by the user.
+    - apiVersion: v1
+      kind: Secret
+      namespace: {{ $ns }}
+      name: {{ . }}
+    {{- end }}
     - apiVersion: apps/v1
       kind: Deployment
       namespace: {{ $ns }}

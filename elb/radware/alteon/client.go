@@ -453,10 +453,20 @@ func escapePath(table string, idx ...string) string {
 	return b.String()
 }
 
-// List reads all rows of a table under an index prefix, page by page.
+// maxListRows bounds what List reads of one table: far above any device's table sizes, it stops a
+// unit (or a proxy) that keeps answering full pages.
+const maxListRows = 1 << 20
+
+// List reads all rows of a table under an index prefix, page by page. A unit that answers a page
+// equal to the one before (it ignores offset), or pages without end, is an error: its answers
+// are untrusted and must not loop the client for ever.
 func (c *Client) List(ctx context.Context, table string, prefix ...string) ([]Row, error) {
 	var out []Row
+	var previous []byte
 	for offset := 0; ; offset += c.cfg.PageSize {
+		if offset >= maxListRows {
+			return nil, fmt.Errorf("list %s: more than %d rows: the unit does not end its pages", table, maxListRows)
+		}
 		q := url.Values{"count": {strconv.Itoa(c.cfg.PageSize)}, "offset": {strconv.Itoa(offset)}}
 		m, err := c.do(ctx, http.MethodGet, escapePath(table, prefix...), q, nil)
 		if err != nil {
@@ -470,6 +480,15 @@ func (c *Client) List(ctx context.Context, table string, prefix ...string) ([]Ro
 		if len(rows) < c.cfg.PageSize {
 			return out, nil
 		}
+		// The page's ends stand for it: a unit that ignores offset repeats them.
+		page, err := json.Marshal([]Row{rows[0], rows[len(rows)-1]})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", table, err)
+		}
+		if bytes.Equal(page, previous) {
+			return nil, fmt.Errorf("list %s: the page at offset %d repeats the one before: the unit ignores offset", table, offset)
+		}
+		previous = page
 	}
 }
 

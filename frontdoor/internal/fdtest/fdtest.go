@@ -5,14 +5,9 @@
 package fdtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,53 +21,31 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
-	"github.com/lbfed/lbfed/e2e/localup"
-	"github.com/lbfed/lbfed/e2e/localup/testenv"
 	"github.com/lbfed/lbfed/federation"
 	"github.com/lbfed/lbfed/frontdoor"
 	"github.com/lbfed/lbfed/lbcf/api/crd"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
-	"github.com/lbfed/lbfed/lbcf/driver/memdriver"
+	"github.com/lbfed/lbfed/testinfra/lbenv"
+	"github.com/lbfed/lbfed/testinfra/localup"
+	"github.com/lbfed/lbfed/testinfra/localup/testenv"
 )
 
 // Wait bounds every Eventually: a loaded 2-core machine, not a speed claim.
 const Wait = 30 * time.Second
 
-// karmadaCRDs are the pinned Karmada's CRDs the front doors use, as e2e/localup installs them
-// (charts/karmada/_crds of the module in go.mod).
+// karmadaCRDs are the pinned Karmada's CRDs the front doors use, as testinfra/localup installs them
+// (testenv.KarmadaCRDs).
 var karmadaCRDs = []string{
-	"bases/networking/networking.karmada.io_multiclusterservices.yaml",
-	"bases/policy/policy.karmada.io_propagationpolicies.yaml",
-	"bases/work/work.karmada.io_resourcebindings.yaml",
+	"networking/networking.karmada.io_multiclusterservices.yaml",
+	"policy/policy.karmada.io_propagationpolicies.yaml",
+	"work/work.karmada.io_resourcebindings.yaml",
 }
-
-// clusterCRD stands in for Karmada's Cluster kind, which karmada-aggregated-apiserver serves.
-const clusterCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusters.cluster.karmada.io}
-spec:
-  group: cluster.karmada.io
-  scope: Cluster
-  names: {kind: Cluster, listKind: ClusterList, plural: clusters, singular: cluster}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
 
 // Main runs the package's tests on a shared cluster with kube-controller-manager (the garbage
 // collector deletes generated objects with their front door) and the CRDs.
@@ -92,30 +65,15 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if err != nil {
 		return nil, err
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/karmada-io/karmada")
-	cmd.Stderr = &stderr
-	dir, err := cmd.Output()
+	karmada, err := testenv.KarmadaCRDs(karmadaCRDs...)
 	if err != nil {
-		return nil, fmt.Errorf("locate the karmada module: %w: %s", err, stderr.String())
+		return nil, err
 	}
-	base := filepath.Join(strings.TrimSpace(string(dir)), "charts/karmada/_crds")
-	docs := []string{clusterCRD}
-	for _, f := range karmadaCRDs {
-		b, err := os.ReadFile(filepath.Join(base, f))
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, string(b))
+	cluster, err := testenv.KarmadaStandIns("clusters.cluster.karmada.io")
+	if err != nil {
+		return nil, err
 	}
-	for _, d := range docs {
-		c := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal([]byte(d), c); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return append(append(out, karmada...), cluster...), nil
 }
 
 // Scheme has the kinds the front doors and the federation use.
@@ -132,13 +90,7 @@ var Scheme = func() *runtime.Scheme {
 // Env is one test's namespace, a memdriver behind the LoadBalancerDriver Driver in it, and a
 // client.
 type Env struct {
-	T   testing.TB
-	G   gomega.Gomega
-	Ctx context.Context
-	Cfg *rest.Config
-	C   client.Client
-	NS  string
-	Drv *memdriver.Driver
+	*lbenv.Env
 }
 
 // Driver is the name of the test namespace's LoadBalancerDriver.
@@ -146,19 +98,10 @@ const Driver = "mem"
 
 // New creates the namespace, the memdriver and its LoadBalancerDriver.
 func New(t testing.TB) *Env {
-	cfg := testenv.Config(t)
-	c, err := client.New(cfg, client.Options{Scheme: Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	e := &Env{T: t, G: gomega.NewWithT(t), Ctx: ctx, Cfg: cfg, C: c, Drv: memdriver.New(), NS: fmt.Sprintf("fd-%d", time.Now().UnixNano()%100000000)}
-	e.G.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.NS}})).To(gomega.Succeed())
-	srv := httptest.NewServer(e.Drv.Handler(driver.HandlerOptions{}))
-	t.Cleanup(srv.Close)
-	e.G.Expect(c.Create(ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Name: Driver, Namespace: e.NS},
-		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: srv.URL}})).To(gomega.Succeed())
+	e := &Env{lbenv.New(t, lbenv.Options{Scheme: Scheme, Namespace: fmt.Sprintf("fd-%d", time.Now().UnixNano()%100000000)})}
+	c := e.C
+	e.G.Expect(c.Create(e.Ctx, &lbcfv1beta1.LoadBalancerDriver{ObjectMeta: metav1.ObjectMeta{Name: Driver, Namespace: e.NS},
+		Spec: lbcfv1beta1.LoadBalancerDriverSpec{DriverType: "Webhook", URL: e.URL}})).To(gomega.Succeed())
 	// Tests share the cluster and conflicts are cluster-wide: free this test's VIPs when it ends
 	// (LoadBalancers being deleted hold none; with the controllers stopped they stay so).
 	t.Cleanup(func() {
@@ -169,13 +112,11 @@ func New(t testing.TB) *Env {
 
 // Start runs the federation controller and the front door that setup registers until the test ends.
 func (e *Env) Start(setup func(mgr ctrl.Manager) error) {
-	skip := true
 	// As cmd/lbfed-controller caches, but only this test's namespace: the controllers of a later
 	// test must not act on an earlier test's objects in the shared cluster.
 	cache := federation.CacheOptions()
 	cache.DefaultNamespaces = map[string]ctrlcache.Config{e.NS: {}}
-	mgr, err := ctrl.NewManager(e.Cfg, ctrl.Options{Scheme: Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: &skip}, Cache: cache})
+	mgr, err := ctrl.NewManager(e.Cfg, lbenv.ManagerOptions(Scheme, cache))
 	e.G.Expect(err).NotTo(gomega.HaveOccurred())
 	_, err = federation.Setup(e.Ctx, mgr, federation.Options{Grace: time.Minute, ResyncPeriod: time.Minute, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

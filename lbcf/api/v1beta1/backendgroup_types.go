@@ -227,6 +227,12 @@ type MemberStatus struct {
 	// Truncated: the member's report is cut to its byte budget (see its CandidatesTruncated).
 	// +optional
 	Truncated bool `json:"truncated,omitempty"`
+	// UnobservedCandidates is the number of the member's reported pods that are not Ready on its
+	// control plane's evidence alone (their node unreachable or NotReady, Ready cleared by the
+	// node lifecycle controller while the containers are ready): kept as unobserved, not gone
+	// (see the group's ReadinessUnobserved condition).
+	// +optional
+	UnobservedCandidates int32 `json:"unobservedCandidates,omitempty"`
 }
 
 // BackendGroup condition types (lbfed additions; metav1.Condition).
@@ -247,6 +253,15 @@ const (
 	// BackendGroupBindingMissing (federation): True while the group's ResourceBinding is missing or
 	// places it on no member; nothing is withdrawn before the grace period, and never below the floor.
 	BackendGroupBindingMissing = "BindingMissing"
+	// BackendGroupReadinessUnobserved: True while registered pods that are not Ready on
+	// control-plane evidence alone (node unreachable or NotReady, Ready cleared by the node
+	// lifecycle controller while the containers are ready) keep their records: within the grace
+	// period, by the floor (no other backend of the group is eligible) or by policy Keep.
+	BackendGroupReadinessUnobserved = "ReadinessUnobserved"
+	// BackendGroupReadinessPanic: True while more of the group's registered pods are not Ready
+	// than the panic threshold lets go at once: they all stay registered and the front end's health
+	// checks decide.
+	BackendGroupReadinessPanic = "ReadinessPanic"
 )
 
 // ClusterSummary is one member cluster's state of a federated BackendGroup.

@@ -27,8 +27,9 @@ import (
 //
 // <uid8> is ShortUID of the pod UID; <proto> is t (TCP), u (UDP) or s (SCTP); <node#> indexes
 // Nodes ("-" when the pod is not scheduled); <state> is a phase letter for pods (P Pending,
-// R Running, S Succeeded, F Failed, U Unknown) followed by flags: r = Ready, d = being deleted.
-// Node entries carry only flags. A node table entry is "<name>|<T>=<addr>,..." with T one of
+// R Running, S Succeeded, F Failed, U Unknown) followed by flags: r = Ready, d = being deleted,
+// u = readiness unobserved (see Candidate.Unobserved). Node entries carry only flags. A node
+// table entry is "<name>|<T>=<addr>,..." with T one of
 // H (Hostname), I (InternalIP), E (ExternalIP), i (InternalDNS), e (ExternalDNS).
 type Candidates struct {
 	// Parameters are the group's effective spec.parameters in the member (after Karmada overrides).
@@ -81,6 +82,11 @@ type Candidate struct {
 	Ready bool
 	// Deleting: the pod or node has a deletionTimestamp.
 	Deleting bool
+	// Unobserved (Pod): the pod is not Ready only on control-plane evidence — its node's kubelet
+	// is unreachable or NotReady, or the node lifecycle controller cleared Ready while the
+	// containers are ready — so nobody looked at the pod: the federation keeps it like a member
+	// it cannot observe instead of taking it for gone.
+	Unobserved bool
 }
 
 // Key identifies the candidate within one member's report; it is stable across updates of the
@@ -281,6 +287,9 @@ func encodeItem(c *Candidate, nodeIdx map[string]int) string {
 		if c.Deleting {
 			b.WriteByte('d')
 		}
+		if c.Unobserved {
+			b.WriteByte('u')
+		}
 	}
 	switch c.Kind {
 	case CandidatePod:
@@ -418,9 +427,12 @@ func decodeItem(s string, lookupNode func(string) (string, []corev1.NodeAddress,
 		if c.Phase, ok = letterPhase[f[5][0]]; !ok {
 			return Candidate{}, fmt.Errorf("unknown phase %q", f[5][:1])
 		}
-		if c.Ready, c.Deleting, err = decodeFlags(f[5][1:]); err != nil {
+		var unobserved bool
+		if c.Ready, c.Deleting, unobserved, err = decodeFlags(f[5][1:]); err != nil {
 			return Candidate{}, err
 		}
+		// Only a pod that is not Ready can have its readiness unobserved.
+		c.Unobserved = unobserved && !c.Ready
 		return c, nil
 	case "n":
 		f := strings.Split(rest, "|")
@@ -440,7 +452,7 @@ func decodeItem(s string, lookupNode func(string) (string, []corev1.NodeAddress,
 			return Candidate{}, fmt.Errorf("bad nodePort %q", f[2])
 		}
 		c.NodePort = int32(np)
-		if c.Ready, c.Deleting, err = decodeFlags(f[3]); err != nil {
+		if c.Ready, c.Deleting, _, err = decodeFlags(f[3]); err != nil {
 			return Candidate{}, err
 		}
 		return c, nil
@@ -463,16 +475,20 @@ func decodePortProto(s string) (int32, corev1.Protocol, error) {
 	return int32(p), proto, nil
 }
 
-func decodeFlags(s string) (ready, deleting bool, err error) {
+// decodeFlags reads an entry's flags. An unknown flag fails the entry: the federation then
+// treats the report as partial and deregisters nothing it cannot read.
+func decodeFlags(s string) (ready, deleting, unobserved bool, err error) {
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case 'r':
 			ready = true
 		case 'd':
 			deleting = true
+		case 'u':
+			unobserved = true
 		default:
-			return false, false, fmt.Errorf("unknown flag %q", s[i:i+1])
+			return false, false, false, fmt.Errorf("unknown flag %q", s[i:i+1])
 		}
 	}
-	return ready, deleting, nil
+	return ready, deleting, unobserved, nil
 }

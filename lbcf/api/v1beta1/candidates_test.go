@@ -36,6 +36,7 @@ func TestCandidatesRoundTrip(t *testing.T) {
 	in := []Candidate{
 		samplePod(1, true),
 		samplePod(2, false),
+		func() Candidate { c := samplePod(3, false); c.Unobserved = true; return c }(),
 		{Kind: CandidatePod, Name: "pending", UID: "deadbeef", Port: 53, Protocol: corev1.ProtocolUDP, Phase: corev1.PodPending},
 		{Kind: CandidatePod, Name: "dual", UID: "01234567", IPs: []string{"10.1.0.1", "fd00::1"}, Port: 80, Protocol: corev1.ProtocolSCTP,
 			NodeName: "kwok-node-1", NodeAddresses: samplePod(1, true).NodeAddresses, Phase: corev1.PodRunning, Ready: true, Deleting: true},
@@ -66,6 +67,37 @@ func TestCandidatesRoundTrip(t *testing.T) {
 			in[i].NodeAddresses = nil
 		}
 		g.Expect(out[i]).To(Equal(in[i]), "candidate %d", i)
+	}
+}
+
+func TestCandidateFlags(t *testing.T) {
+	for _, tc := range []struct {
+		item                        string
+		ready, deleting, unobserved bool
+		wantErr                     bool
+	}{
+		{item: "p|a|01234567|10.0.0.1|80t|-|R"},
+		{item: "p|a|01234567|10.0.0.1|80t|-|Rr", ready: true},
+		{item: "p|a|01234567|10.0.0.1|80t|-|Rd", deleting: true},
+		{item: "p|a|01234567|10.0.0.1|80t|-|Ru", unobserved: true},
+		{item: "p|a|01234567|10.0.0.1|80t|-|Rdu", deleting: true, unobserved: true},
+		// A Ready pod was observed: the flag means nothing there.
+		{item: "p|a|01234567|10.0.0.1|80t|-|Rru", ready: true},
+		// A flag this version does not know fails the entry (the report is then partial).
+		{item: "p|a|01234567|10.0.0.1|80t|-|Rx", wantErr: true},
+	} {
+		t.Run(tc.item, func(t *testing.T) {
+			g := NewWithT(t)
+			out, err := (&Candidates{Items: []string{tc.item}}).Decode()
+			if tc.wantErr {
+				g.Expect(err).To(HaveOccurred())
+				g.Expect(out).To(BeEmpty())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(HaveLen(1))
+			g.Expect([]bool{out[0].Ready, out[0].Deleting, out[0].Unobserved}).To(Equal([]bool{tc.ready, tc.deleting, tc.unobserved}))
+		})
 	}
 }
 

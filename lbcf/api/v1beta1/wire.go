@@ -1,6 +1,11 @@
 package v1beta1
 
-import "strings"
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
 
 // APIVersion is the apiVersion string of every v1beta1 object.
 const APIVersion = "lbcf.tkestack.io/v1beta1"
@@ -77,6 +82,10 @@ const (
 	// the backends of a member it cannot observe (MemberLossPolicy values); the controller's
 	// --federation-member-loss-policy flag is the default.
 	AnnotationMemberLossPolicy = "lbfed.io/member-loss-policy"
+	// AnnotationReadinessPanicThreshold on a BackendGroup overrides the controller's
+	// --readiness-panic-threshold for the group: the share (0 to 1; 0 turns it off) of its
+	// registered pods that may be deregistered at once because they turned not Ready.
+	AnnotationReadinessPanicThreshold = "lbfed.io/readiness-panic-threshold"
 	// AnnotationReportRequest is written by the federation on a BackendGroup template when a
 	// withdrawn member returns; Karmada propagates it and the member controller echoes it in
 	// status.reportRequest, so that only a report made after the member's return restores it.
@@ -126,6 +135,21 @@ func ParseMemberLossPolicy(s string) (MemberLossPolicy, bool) {
 		}
 	}
 	return "", false
+}
+
+// ParseReadinessPanicThreshold parses the value of AnnotationReadinessPanicThreshold: a decimal
+// share from 0 to 1, or a percentage ("50%").
+func ParseReadinessPanicThreshold(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	div := 1.0
+	if v, ok := strings.CutSuffix(s, "%"); ok {
+		s, div = strings.TrimSpace(v), 100
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f/div > 1 {
+		return 0, fmt.Errorf("%s: %q is not a share from 0 to 1 (or 0%% to 100%%)", AnnotationReadinessPanicThreshold, s)
+	}
+	return f / div, nil
 }
 
 // ConditionStatus is the status of an LBCF condition.

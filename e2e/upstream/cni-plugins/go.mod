@@ -1,0 +1,28 @@
+// ptp, host-local, loopback and portmap for hack/kind's node image (binaries.KindSet): the static
+// CNI that replaces kindnetd, which the Go module proxy does not serve. v1.8.0 is what kind
+// v0.31.0's base image ships.
+
+module github.com/lbfed/lbfed/e2e/upstream/cni-plugins
+
+go 1.24.2
+
+tool (
+	github.com/containernetworking/plugins/plugins/ipam/host-local
+	github.com/containernetworking/plugins/plugins/main/loopback
+	github.com/containernetworking/plugins/plugins/main/ptp
+	github.com/containernetworking/plugins/plugins/meta/portmap
+)
+
+require (
+	github.com/alexflint/go-filemutex v1.3.0 // indirect
+	github.com/containernetworking/cni v1.3.0 // indirect
+	github.com/containernetworking/plugins v1.8.0 // indirect
+	github.com/coreos/go-iptables v0.8.0 // indirect
+	github.com/mattn/go-shellwords v1.0.12 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/safchain/ethtool v0.6.2 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/sys v0.35.0 // indirect
+	sigs.k8s.io/knftables v0.0.18 // indirect
+)
