@@ -233,7 +233,8 @@ func (r *backendRecordReconciler) register(ctx context.Context, w writer, br *lb
 	if r.DryRun {
 		return ctrl.Result{}, nil
 	}
-	wasRegistered := br.IsRegistered() && br.Status.ObservedGeneration == br.Generation
+	registeredBefore := br.IsRegistered()
+	wasRegistered := registeredBefore && br.Status.ObservedGeneration == br.Generation
 	r.setRegistered(br, o)
 	if o.status == driver.StatusSucc {
 		if len(rsp.InjectedInfo) > 0 {
@@ -247,7 +248,9 @@ func (r *backendRecordReconciler) register(ctx context.Context, w writer, br *lb
 	if o.status != driver.StatusSucc || (!wasRegistered && r.BackendSuccessEvents) {
 		r.event(br, o, "EnsureBackend")
 	}
-	if o.status == driver.StatusSucc && !wasRegistered && r.OnRegistered != nil {
+	// Registered again (a spec change, a holder asked to ensure its address again) is not a
+	// registration.
+	if o.status == driver.StatusSucc && !registeredBefore && r.OnRegistered != nil {
 		r.OnRegistered(br)
 	}
 	return r.finish(br, o, br.Spec.EnsurePolicy.IsAlways()), nil
@@ -289,7 +292,12 @@ func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	case addr == "":
 		o.status = driver.StatusSucc // never registered anywhere: the address is stored first
 	case len(holders) > 0:
-		// The device holds the address once; another record still needs it there.
+		// The device holds the address once; another record still needs it there. This record
+		// may have begun taking it off already (a drain that answered Running, a call that raced
+		// a holder's registration): the holders ensure it again before this record lets go.
+		if err := r.reassert(ctx, w, br, addr, holders); err != nil {
+			return ctrl.Result{}, err
+		}
 		o.status = driver.StatusSucc
 		r.Recorder.Eventf(br, nil, corev1.EventTypeNormal, "SharedAddrKept", "DeregisterBackend",
 			"address %s not deregistered: %s holds it registered", addr, describe(holders))
@@ -317,6 +325,16 @@ func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *
 		if r.DryRun {
 			return ctrl.Result{}, nil
 		}
+		if o.status == driver.StatusSucc {
+			// A record registered with this address while the call was on its way (decided on
+			// a cache that did not show it yet) lost it on the device: it ensures it again.
+			if holders, _, err = r.heldByAnother(ctx, br); err != nil {
+				return ctrl.Result{}, err
+			}
+			if err := r.reassert(ctx, w, br, addr, holders); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	}
 	if o.status != driver.StatusSucc {
 		t, reason := o.eventReason("Deregister")
@@ -336,6 +354,35 @@ func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	r.backoff.forget(string(br.UID))
 	r.wakeAll(ctx, others) // their DuplicateAddress condition may end with this record
 	return ctrl.Result{}, nil
+}
+
+// reassert makes the records that hold addr registered ensure it again, before br (which shares
+// it) lets go of it: br's deregistration may have taken it off the device, and a registered
+// record is otherwise idle. Written on the holders (their status.observedGeneration, which then
+// no longer says the registration reflects their spec), the request survives this process.
+func (r *backendRecordReconciler) reassert(ctx context.Context, w writer, br *lbcfv1beta1.BackendRecord, addr string, holders []*lbcfv1beta1.BackendRecord) error {
+	if r.DryRun {
+		return nil
+	}
+	for _, h := range holders {
+		if h.Status.ObservedGeneration != h.Generation {
+			continue // an ensure is due already
+		}
+		cp := h.DeepCopy()
+		cp.Status.ObservedGeneration = 0
+		err := w.do(ctx, cp, "UpdateStatus", func() error {
+			return r.Status().Patch(ctx, cp, client.MergeFromWithOptions(h, client.MergeFromWithOptimisticLock{}))
+		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("ask record %s to ensure %s again: %w", h.Name, addr, err)
+		}
+		r.Recorder.Eventf(cp, nil, corev1.EventTypeNormal, "ReassertBackend", "EnsureBackend",
+			"address %s: record %s/%s, which shares it, is deregistering; ensuring it again", addr, br.Namespace, br.Name)
+	}
+	return nil
 }
 
 // setDuplicate writes a changed DuplicateAddress condition on a record that is otherwise left

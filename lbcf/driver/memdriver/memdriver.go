@@ -10,7 +10,8 @@
 //   - deleteLoadBalancer: removes it and its backends; Succ when it does not exist.
 //   - generateBackendAddr: "<podIP>:<port>", or "<node address>:<nodePort>" for Service backends.
 //   - ensureBackend: registers backendAddr with its parameters; Fail when the load balancer is missing.
-//   - deregisterBackend: unregisters; Succ when the backend or the load balancer does not exist.
+//   - deregisterBackend: unregisters; Succ when the backend or the load balancer does not exist
+//     (Running while a Drain fault lasts).
 //   - judgePodDeregister: keeps pods labelled KeepLabel=true registered (or SetJudge's answer).
 //   - healthz: healthy unless SetHealthy(false).
 //
@@ -81,6 +82,10 @@ type Fault struct {
 	// then never answer, until the caller gives up — a device that applied a change whose
 	// caller crashed or timed out before hearing back.
 	LoseAnswer int
+	// Drain (deregisterBackend only): the next Drain calls take the backend out of the load
+	// balancer and answer Running, as a driver that drains connections before it removes a
+	// backend does (the Radware driver's drain period).
+	Drain int
 	// RetryDelay is the minRetryDelayInSeconds of injected Fail and Running answers.
 	RetryDelay int32
 	// Msg is the message of injected answers.
@@ -561,6 +566,11 @@ func (d *Driver) DeregisterBackend(ctx context.Context, req *driver.BackendOpera
 	}
 	if lb, ok := d.lbs[req.LBInfo[LBIDKey]]; ok && !req.DryRun {
 		delete(lb.Backends, req.BackendAddr)
+	}
+	if f := d.faults[driver.DeregisterBackend]; f != nil && f.Drain > 0 {
+		f.Drain--
+		record(driver.StatusRunning)
+		return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Running("injected: draining", f.RetryDelay)}, nil
 	}
 	record(driver.StatusSucc)
 	return &driver.BackendOperationResponse{ResponseForFailRetryHooks: driver.Succ()}, nil
