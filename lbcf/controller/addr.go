@@ -54,8 +54,8 @@ func (o *Options) addrRequest(ctx context.Context, b AddrRequestBuilder, br *lbc
 // rest of the batch, so that a failing or hanging driver costs at most two short waits
 // (preGenerateTimeout each: for a slot of the address reserve, then the call) per reconcile.
 // Its calls take a slot of the driver's budget while they run, so a driver never sees more
-// calls at once than its budget; a share of that budget is kept for them
-// (driverBudget.addrReserve), so a budget full of the records' calls does not cost the records
+// calls at once than its budget; a share of that budget is kept for them (the address reserve
+// of budget.NewForRecords), so a budget full of the records' calls does not cost the records
 // created meanwhile a write.
 type addrPreGenerator struct {
 	r        *backendGroupReconciler
@@ -108,7 +108,7 @@ func (p *addrPreGenerator) generate(ctx context.Context, br *lbcfv1beta1.Backend
 	if !ok || !p.acquire(ctx, ep.Name) {
 		return false // a busy or degraded driver: its records wait in its line as before
 	}
-	defer p.r.budget.releaseAddr(ctx, ep.Name)
+	defer p.r.budget.ReleaseAddr(ctx, ep.Name)
 	if p.stopped.Load() {
 		return false // another call failed while this one waited for its slot: no call after the first failure
 	}
@@ -134,11 +134,11 @@ func (p *addrPreGenerator) generate(ctx context.Context, br *lbcfv1beta1.Backend
 }
 
 // acquire takes a slot of drv's budget for an address call, waiting at most preGenerateTimeout
-// for one of the reserve (see driverBudget.acquireAddr).
+// for one of the reserve (see budget.Drivers.AcquireAddr).
 func (p *addrPreGenerator) acquire(ctx context.Context, drv string) bool {
 	ctx, cancel := context.WithTimeout(ctx, preGenerateTimeout)
 	defer cancel()
-	return p.r.budget.acquireAddr(ctx, drv)
+	return p.r.budget.AcquireAddr(ctx, drv)
 }
 
 // created emits the SuccGenerateAddr event of a record created with a generated address.

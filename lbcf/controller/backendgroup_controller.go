@@ -20,6 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/budget"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/pace"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/wakeup"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/writes"
 )
 
 // backendGroupReconciler keeps a BackendGroup's BackendRecords equal to
@@ -38,10 +42,10 @@ type backendGroupReconciler struct {
 	// a record created with its address costs one API write less (see AnnotationBackendAddr).
 	Addr AddrRequestBuilder
 
-	wakeups *recordWakeups // shared with the BackendRecord reconciler by SetupEngine
-	budget  *driverBudget  // idem: the address calls take slots of the drivers' budgets
-	recent  *recentWrites  // record writes the cache does not show yet
-	pacer   *groupPacer    // spaces the reconciles its records' events cause
+	wakeups *wakeup.Records // shared with the BackendRecord reconciler by SetupEngine
+	budget  *budget.Drivers // idem: the address calls take slots of the drivers' budgets
+	recent  *writes.Recent  // record writes the cache does not show yet
+	pacer   *pace.Groups    // spaces the reconciles its records' events cause
 
 	readinessClock readinessClock // since when pods have been not Ready, or unobserved
 }
@@ -52,11 +56,11 @@ func (r *backendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, start)
 	bg := &lbcfv1beta1.BackendGroup{}
 	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
-		r.pacer.reconciled(req.NamespacedName, start, 0)
+		r.pacer.Reconciled(req.NamespacedName, start, 0)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if bg.DeletionTimestamp != nil {
-		r.pacer.reconciled(req.NamespacedName, start, 0)
+		r.pacer.Reconciled(req.NamespacedName, start, 0)
 		r.readinessClock.forget(bg.UID)
 		// Records are owned by the group: the garbage collector (or the record reconciler, when
 		// it finds its owner gone) deletes them, and their finalizers deregister.
@@ -71,15 +75,15 @@ func (r *backendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("select backends: %w", err)
 	}
-	seen := r.recent.cacheSeen()
+	seen := r.recent.CacheSeen()
 	existing, err := r.records(ctx, bg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.pacer.reconciled(req.NamespacedName, start, len(existing))
+	r.pacer.Reconciled(req.NamespacedName, start, len(existing))
 	// Records this controller has just created or deleted, which the cache does not show yet:
 	// not written again.
-	pending, pendingFor := r.recent.settle(bg.UID, existing, seen, time.Now())
+	pending, pendingFor := r.recent.Settle(bg.UID, existing, seen, time.Now())
 
 	// The expected records are only described here; record objects are built for creations
 	// alone, so that a large group's frequent reconciles allocate little.
@@ -118,7 +122,7 @@ func (r *backendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		recent, wrote := pending[name]
 		spec := r.recordSpec(bg, want.lb, want.backend)
 		switch {
-		case !ok && wrote && !recent.deleted:
+		case !ok && wrote && !recent.Deleted:
 			// Created a moment ago: the cache does not show it yet.
 		case !ok:
 			toCreate = append(toCreate, r.newRecord(bg, want.lb, want.backend, name))
@@ -131,7 +135,7 @@ func (r *backendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	for name, have := range existing {
-		if _, ok := expected[name]; ok || keep[name] || have.DeletionTimestamp != nil || pending[name].deleted {
+		if _, ok := expected[name]; ok || keep[name] || have.DeletionTimestamp != nil || pending[name].Deleted {
 			continue
 		}
 		// Where the source does not know every backend, only records known to be unwanted go:
@@ -148,7 +152,7 @@ func (r *backendGroupReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	if r.wakeups != nil {
 		for name := range expected {
 			if have, ok := existing[name]; ok && have.DeletionTimestamp == nil && recordAddr(have) == "" {
-				r.wakeups.wakeIfWaiting(ctx, client.ObjectKeyFromObject(have))
+				r.wakeups.WakeIfWaiting(ctx, client.ObjectKeyFromObject(have))
 			}
 		}
 	}
@@ -371,7 +375,7 @@ func (r *backendGroupReconciler) apply(ctx context.Context, w writer, bg *lbcfv1
 				return
 			}
 			if !r.DryRun && o.verb != "Update" {
-				r.recent.wrote(bg.UID, o.br.Name, o.verb == "Delete", o.br.ResourceVersion, time.Now())
+				r.recent.Wrote(bg.UID, o.br.Name, o.verb == "Delete", o.br.ResourceVersion, time.Now())
 			}
 			log.V(2).Info("record written", "op", o.verb, "record", o.br.Name)
 		}()

@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/budget"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/wakeup"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/writes"
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
@@ -37,21 +40,21 @@ type backendRecordReconciler struct {
 	ensured map[types.UID]time.Time // last successful ensure, for policy Always
 	// wakeups requeues records waiting on something other than themselves (shared with the
 	// BackendGroup reconciler by SetupEngine).
-	wakeups *recordWakeups
-	budget  *driverBudget
-	acted   *actedVersions // versions whose outcome is written, while the cache lags behind
+	wakeups *wakeup.Records
+	budget  *budget.Drivers
+	acted   *writes.Acted // versions whose outcome is written, while the cache lags behind
 }
 
 func (r *backendRecordReconciler) init() {
 	r.Defaults()
 	r.backoff = newBackoff(r.RetryDelayStep, r.MaxRetryDelay)
 	r.ensured = map[types.UID]time.Time{}
-	r.acted = newActedVersions()
+	r.acted = writes.NewActed()
 	if r.wakeups == nil {
-		r.wakeups = newRecordWakeups()
+		r.wakeups = wakeup.New()
 	}
 	if r.budget == nil {
-		r.budget = newRecordDriverBudget(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.wake)
+		r.budget = budget.NewForRecords(r.DriverCallBudget, r.DegradedDriverCallBudget, r.wakeups.Wake)
 	}
 }
 
@@ -64,18 +67,18 @@ func (r *backendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	br := &lbcfv1beta1.BackendRecord{}
 	if err := r.Get(ctx, req.NamespacedName, br, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.wakeups.done(req.NamespacedName)
+			r.wakeups.Done(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.acted.current(br.UID, br.ResourceVersion, time.Now()) {
+	if r.acted.Current(br.UID, br.ResourceVersion, time.Now()) {
 		// The cache does not show this record's last write yet: what it shows is done. Looked
 		// at again later, in case it is periodic work the requeue of that write was for.
 		return ctrl.Result{RequeueAfter: r.MinRetryDelay}, nil
 	}
 	w := writer{r.Client, r.DryRun, r.Metrics}
 	if br.DeletionTimestamp != nil {
-		r.wakeups.done(req.NamespacedName)
+		r.wakeups.Done(req.NamespacedName)
 		return r.deregister(ctx, w, br.DeepCopy())
 	}
 	if gone, err := r.ownerGone(ctx, br); err != nil || gone {
@@ -127,7 +130,7 @@ func (r *backendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	ep := driver.EndpointFor(drv)
 	unhealthy := driverUnhealthy(drv)
-	if !r.budget.acquire(ep.Name, unhealthy, req.NamespacedName) {
+	if !r.budget.Acquire(ep.Name, unhealthy, req.NamespacedName) {
 		// Parked until one of the driver's calls ends; the requeue is only a safety net.
 		return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
 	}
@@ -137,7 +140,7 @@ func (r *backendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	// The slot bounds the driver's calls, not the status write that follows: held during it, a
 	// slow API server made a busy driver of an idle one (its parked records, and the group's
 	// generateBackendAddr calls, waited for writes, not for the driver).
-	r.budget.release(ctx, ep.Name, unhealthy)
+	r.budget.Release(ctx, ep.Name, unhealthy)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -157,7 +160,7 @@ func (r *backendRecordReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		if err := w.update(ctx, br, orig, "UpdateStatus", true); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		r.acted.done(br.UID, time.Now(), actedOn...)
+		r.acted.Done(br.UID, time.Now(), actedOn...)
 	}
 	return res, nil
 }
@@ -180,10 +183,10 @@ func (r *backendRecordReconciler) register(ctx context.Context, w writer, br *lb
 			// Marked before the backend is read: a group that sees the backend eligible after
 			// this read finds the mark and wakes the record.
 			key := client.ObjectKeyFromObject(br)
-			r.wakeups.wait(key)
+			r.wakeups.Wait(key)
 			req, ok, err := r.addrRequest(ctx, r.Addr, br, driver.RecordID(driver.GenerateBackendAddr, string(br.UID)))
 			if err != nil {
-				r.wakeups.done(key)
+				r.wakeups.Done(key)
 				return ctrl.Result{}, err
 			}
 			if !ok {
@@ -192,9 +195,9 @@ func (r *backendRecordReconciler) register(ctx context.Context, w writer, br *lb
 				// again. Nothing about the record itself changes then, so nothing else would.
 				return ctrl.Result{RequeueAfter: r.WaitingRecordResync}, nil
 			}
-			r.wakeups.done(key)
+			r.wakeups.Done(key)
 			rsp, err := r.Invoker.GenerateBackendAddr(ctx, ep, req)
-			r.budget.observe(ep.Name, driver.IsTimeout(err))
+			r.budget.Observe(ep.Name, driver.IsTimeout(err))
 			o := outcomeOf(commonOf(rsp, err))
 			if r.DryRun {
 				return ctrl.Result{}, nil
@@ -228,7 +231,7 @@ func (r *backendRecordReconciler) register(ctx context.Context, w writer, br *lb
 		DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: br.Status.BackendAddr, Parameters: br.Spec.Parameters,
 		InjectedInfo: br.Status.InjectedInfo,
 	})
-	r.budget.observe(ep.Name, driver.IsTimeout(err))
+	r.budget.Observe(ep.Name, driver.IsTimeout(err))
 	o := outcomeOf(commonOfBackend(rsp, err))
 	if r.DryRun {
 		return ctrl.Result{}, nil
@@ -311,7 +314,7 @@ func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *
 		}
 		ep := driver.EndpointFor(drv)
 		unhealthy := driverUnhealthy(drv)
-		if !r.budget.acquire(ep.Name, unhealthy, client.ObjectKeyFromObject(br)) {
+		if !r.budget.Acquire(ep.Name, unhealthy, client.ObjectKeyFromObject(br)) {
 			return ctrl.Result{RequeueAfter: r.MaxRetryDelay}, nil
 		}
 		rsp, err := r.Invoker.DeregisterBackend(ctx, ep, &driver.BackendOperationRequest{
@@ -319,8 +322,8 @@ func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *
 			DryRun:               r.DryRun, LBInfo: br.Spec.LBInfo, BackendAddr: addr, Parameters: br.Spec.Parameters,
 			InjectedInfo: br.Status.InjectedInfo,
 		})
-		r.budget.observe(ep.Name, driver.IsTimeout(err))
-		r.budget.release(ctx, ep.Name, unhealthy)
+		r.budget.Observe(ep.Name, driver.IsTimeout(err))
+		r.budget.Release(ctx, ep.Name, unhealthy)
 		o = outcomeOf(commonOfBackend(rsp, err))
 		if r.DryRun {
 			return ctrl.Result{}, nil
@@ -347,7 +350,7 @@ func (r *backendRecordReconciler) deregister(ctx context.Context, w writer, br *
 	if err := client.IgnoreNotFound(w.update(ctx, br, orig, "Update", false)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
 	}
-	r.acted.done(br.UID, time.Now(), orig.ResourceVersion)
+	r.acted.Done(br.UID, time.Now(), orig.ResourceVersion)
 	r.mu.Lock()
 	delete(r.ensured, br.UID)
 	r.mu.Unlock()

@@ -252,7 +252,7 @@ func (r *backendRecordReconciler) reportDuplicate(ctx context.Context, br *lbcfv
 
 func (r *backendRecordReconciler) wakeAll(ctx context.Context, list []*lbcfv1beta1.BackendRecord) {
 	for _, o := range list {
-		r.wakeups.wake(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
+		r.wakeups.Wake(ctx, types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/budget"
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
 
@@ -43,7 +44,7 @@ type loadBalancerReconciler struct {
 	// budget bounds each driver's calls in flight to half of the workers, as for records: a
 	// driver whose calls hang does not stall the other drivers' load balancers. Parked load
 	// balancers come back through wake.
-	budget *driverBudget
+	budget *budget.Drivers
 	wake   chan event.GenericEvent
 }
 
@@ -54,7 +55,7 @@ func (r *loadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.ensured = map[types.UID]time.Time{}
 	r.deleted = map[types.NamespacedName]types.UID{}
 	r.wake = make(chan event.GenericEvent, 256)
-	r.budget = newDriverBudget(max(r.LoadBalancerWorkers/2, 1), r.DegradedDriverCallBudget, func(ctx context.Context, key types.NamespacedName) {
+	r.budget = budget.New(max(r.LoadBalancerWorkers/2, 1), r.DegradedDriverCallBudget, func(ctx context.Context, key types.NamespacedName) {
 		select {
 		case r.wake <- event.GenericEvent{Object: &lbcfv1beta1.LoadBalancer{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
 		case <-ctx.Done():
@@ -134,12 +135,12 @@ func (r *loadBalancerReconciler) driverOf(ctx context.Context, lb *lbcfv1beta1.L
 // slot takes one of drv's call slots for lb; when there is none, lb is parked until one frees up.
 func (r *loadBalancerReconciler) slot(ctx context.Context, lb *lbcfv1beta1.LoadBalancer, drv *lbcfv1beta1.LoadBalancerDriver) (release func(err error), ok bool) {
 	name, unhealthy := driver.EndpointFor(drv).Name, driverUnhealthy(drv)
-	if !r.budget.acquire(name, unhealthy, client.ObjectKeyFromObject(lb)) {
+	if !r.budget.Acquire(name, unhealthy, client.ObjectKeyFromObject(lb)) {
 		return nil, false
 	}
 	return func(err error) {
-		r.budget.observe(name, driver.IsTimeout(err))
-		r.budget.release(ctx, name, unhealthy)
+		r.budget.Observe(name, driver.IsTimeout(err))
+		r.budget.Release(ctx, name, unhealthy)
 	}, true
 }
 

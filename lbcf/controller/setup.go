@@ -21,6 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/budget"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/pace"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/wakeup"
+	"github.com/lbfed/lbfed/lbcf/controller/internal/writes"
 	"github.com/lbfed/lbfed/lbcf/servicechange"
 )
 
@@ -171,8 +175,8 @@ func nodeChangePredicate() predicate.Funcs {
 // SetupWithManager registers the reconciler with the given extra watches.
 func (r *backendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...Watch) error {
 	r.Defaults()
-	r.recent = newRecentWrites()
-	r.pacer = newGroupPacer()
+	r.recent = writes.NewRecent()
+	r.pacer = pace.New()
 	if r.ResyncPeriod <= 0 {
 		r.ResyncPeriod = 5 * time.Minute
 	}
@@ -186,7 +190,7 @@ func (r *backendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 			o = t.Obj
 		}
 		if m, ok := o.(metav1.Object); ok {
-			r.recent.observe(m.GetResourceVersion())
+			r.recent.Observe(m.GetResourceVersion())
 		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -206,7 +210,7 @@ func (r *backendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 		Named("backendgroup").
 		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, policyAnnotationsChanged()))).
 		Watches(&lbcfv1beta1.LoadBalancer{}, groupsOfLB).
-		Watches(&lbcfv1beta1.BackendRecord{}, r.pacer.ownerHandler(), builder.WithPredicates(recordCountChanged())).
+		Watches(&lbcfv1beta1.BackendRecord{}, r.pacer.OwnerHandler(), builder.WithPredicates(recordCountChanged())).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
@@ -272,7 +276,7 @@ func (r *backendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
 		// Records waiting for their backend, a driver slot or another holder of their address.
-		WatchesRawSource(source.Channel(r.wakeups.ch, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.wakeups.Events(), &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: r.BackendRecordWorkers, RateLimiter: r.rateLimiter(),
 			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendRecord),
@@ -324,16 +328,16 @@ func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src Backen
 	if err := (&loadBalancerReconciler{Client: mgr.GetClient(), Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("load balancer controller: %w", err)
 	}
-	wakeups := newRecordWakeups()
-	budget := newRecordDriverBudget(opts.DriverCallBudget, opts.DegradedDriverCallBudget, wakeups.wake)
-	if err := (&backendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budget}).SetupWithManager(mgr, watches...); err != nil {
+	wakeups := wakeup.New()
+	budgets := budget.NewForRecords(opts.DriverCallBudget, opts.DegradedDriverCallBudget, wakeups.Wake)
+	if err := (&backendGroupReconciler{Client: mgr.GetClient(), Options: opts, Source: src, ResyncPeriod: resync, Addr: addr, wakeups: wakeups, budget: budgets}).SetupWithManager(mgr, watches...); err != nil {
 		return fmt.Errorf("backend group controller: %w", err)
 	}
 	addrs, err := addrIndex(ctx, mgr)
 	if err != nil {
 		return err
 	}
-	if err := (&backendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, addrs: addrs, wakeups: wakeups, budget: budget}).SetupWithManager(mgr); err != nil {
+	if err := (&backendRecordReconciler{Client: mgr.GetClient(), Options: opts, Addr: addr, addrs: addrs, wakeups: wakeups, budget: budgets}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("backend record controller: %w", err)
 	}
 	return nil

@@ -1,4 +1,9 @@
-package controller
+// Package budget bounds how many calls each load-balancer driver gets at once. The engine's
+// record and load balancer workers share one pool, and a driver call may take up to a minute:
+// without a per-driver bound, a driver whose calls hang would hold every worker and stall the
+// other drivers' objects. Those that find their driver's budget spent are parked and woken
+// when one of its calls ends, instead of waiting in a worker.
+package budget
 
 import (
 	"context"
@@ -8,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// driverBudget bounds how many record reconciles call one driver at once. Every record shares
+// Drivers bounds how many record reconciles call one driver at once. Every record shares
 // one pool of workers, and a driver call may take up to a minute: without a bound, a driver
 // whose calls hang would hold every worker and stall the records of every other driver. A record
 // that finds its driver's budget spent does not wait in a worker: it is parked, and requeued when
@@ -18,13 +23,13 @@ import (
 // (until one is answered): it then gets the smaller budget, so it slows only its own records.
 //
 // Part of a healthy driver's budget (addrReserve) is kept for the BackendGroup reconciler's
-// generateBackendAddr calls before it creates records (acquireAddr): the records' own calls
+// generateBackendAddr calls before it creates records (AcquireAddr): the records' own calls
 // never take it. Without it, the budget was full through every large burst (its calls wait for
 // the device's commits) and the records created meanwhile went without an address: each cost a
 // third API write and came to the driver a write later than the rest, a straggling commit of its
 // own at the end of the burst. Whatever the split, a driver never sees more calls at once than
 // its budget.
-type driverBudget struct {
+type Drivers struct {
 	size, degradedSize int
 	addrReserve        int
 	wake               func(context.Context, types.NamespacedName)
@@ -35,7 +40,7 @@ type driverBudget struct {
 
 type driverSlots struct {
 	inFlight     int // the records' calls
-	addrInFlight int // generateBackendAddr calls before records are created (acquireAddr)
+	addrInFlight int // generateBackendAddr calls before records are created (AcquireAddr)
 	// addrFreed is closed when an address call's slot is returned, for the address calls waiting
 	// for one (nil while none waits).
 	addrFreed chan struct{}
@@ -51,18 +56,20 @@ type driverSlots struct {
 // keeps none, and its address calls take free slots only, never waiting.
 const addrReserveShare = 16
 
-func newDriverBudget(size, degradedSize int, wake func(context.Context, types.NamespacedName)) *driverBudget {
-	return &driverBudget{size: max(size, 1), degradedSize: max(min(degradedSize, size), 1), wake: wake, drivers: map[string]*driverSlots{}}
+// New returns a budget of size calls per driver, degradedSize for a degraded one; wake requeues
+// a parked key.
+func New(size, degradedSize int, wake func(context.Context, types.NamespacedName)) *Drivers {
+	return &Drivers{size: max(size, 1), degradedSize: max(min(degradedSize, size), 1), wake: wake, drivers: map[string]*driverSlots{}}
 }
 
-// newRecordDriverBudget is the records' budget: newDriverBudget with a share kept for address calls.
-func newRecordDriverBudget(size, degradedSize int, wake func(context.Context, types.NamespacedName)) *driverBudget {
-	b := newDriverBudget(size, degradedSize, wake)
+// NewForRecords is the records' budget: New with a share kept for address calls.
+func NewForRecords(size, degradedSize int, wake func(context.Context, types.NamespacedName)) *Drivers {
+	b := New(size, degradedSize, wake)
 	b.addrReserve = b.size / addrReserveShare
 	return b
 }
 
-func (b *driverBudget) slots(drv string) *driverSlots {
+func (b *Drivers) slots(drv string) *driverSlots {
 	s := b.drivers[drv]
 	if s == nil {
 		s = &driverSlots{isParked: map[types.NamespacedName]bool{}}
@@ -74,7 +81,7 @@ func (b *driverBudget) slots(drv string) *driverSlots {
 // free is how many more of the records' calls drv takes now: within their limit (the budget less
 // the address reserve, or the degraded budget), and with the address calls in flight within the
 // whole budget.
-func (b *driverBudget) free(s *driverSlots, unhealthy bool) int {
+func (b *Drivers) free(s *driverSlots, unhealthy bool) int {
 	limit := b.size - b.addrReserve
 	if unhealthy || s.timedOut {
 		limit = min(b.degradedSize, limit)
@@ -82,8 +89,8 @@ func (b *driverBudget) free(s *driverSlots, unhealthy bool) int {
 	return min(limit-s.inFlight, b.size-s.inFlight-s.addrInFlight)
 }
 
-// acquire takes one of drv's slots for key, or parks key until one frees up and reports false.
-func (b *driverBudget) acquire(drv string, unhealthy bool, key types.NamespacedName) bool {
+// Acquire takes one of drv's slots for key, or parks key until one frees up and reports false.
+func (b *Drivers) Acquire(drv string, unhealthy bool, key types.NamespacedName) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.slots(drv)
@@ -105,12 +112,12 @@ func (b *driverBudget) acquire(drv string, unhealthy bool, key types.NamespacedN
 	return false
 }
 
-// acquireAddr takes one of drv's slots for a generateBackendAddr call before a record is
+// AcquireAddr takes one of drv's slots for a generateBackendAddr call before a record is
 // created: one of the address reserve, or beyond it a slot no record waits for. While the
 // reserve's slots are all taken it waits for one (such calls answer in milliseconds) until ctx
 // ends; it never waits for the records' slots, and gives up at once on a degraded driver or a
-// budget without a reserve. releaseAddr returns the slot.
-func (b *driverBudget) acquireAddr(ctx context.Context, drv string) bool {
+// budget without a reserve. ReleaseAddr returns the slot.
+func (b *Drivers) AcquireAddr(ctx context.Context, drv string) bool {
 	for {
 		b.mu.Lock()
 		s := b.slots(drv)
@@ -142,21 +149,21 @@ func (b *driverBudget) acquireAddr(ctx context.Context, drv string) bool {
 	}
 }
 
-// observe notes the outcome of one call to drv: a timeout degrades the driver, an answer (even a
+// Observe notes the outcome of one call to drv: a timeout degrades the driver, an answer (even a
 // failure) restores it.
-func (b *driverBudget) observe(drv string, timedOut bool) {
+func (b *Drivers) Observe(drv string, timedOut bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.slots(drv).timedOut = timedOut
 }
 
-// release returns a slot of drv a record's call held and requeues the parked records that now fit.
-func (b *driverBudget) release(ctx context.Context, drv string, unhealthy bool) {
+// Release returns a slot of drv a record's call held and requeues the parked records that now fit.
+func (b *Drivers) Release(ctx context.Context, drv string, unhealthy bool) {
 	b.returnSlot(ctx, drv, unhealthy, func(s *driverSlots) { s.inFlight-- })
 }
 
-// releaseAddr returns a slot acquireAddr took (its driver was healthy).
-func (b *driverBudget) releaseAddr(ctx context.Context, drv string) {
+// ReleaseAddr returns a slot AcquireAddr took (its driver was healthy).
+func (b *Drivers) ReleaseAddr(ctx context.Context, drv string) {
 	b.returnSlot(ctx, drv, false, func(s *driverSlots) {
 		s.addrInFlight--
 		if s.addrFreed != nil {
@@ -166,7 +173,7 @@ func (b *driverBudget) releaseAddr(ctx context.Context, drv string) {
 	})
 }
 
-func (b *driverBudget) returnSlot(ctx context.Context, drv string, unhealthy bool, give func(*driverSlots)) {
+func (b *Drivers) returnSlot(ctx context.Context, drv string, unhealthy bool, give func(*driverSlots)) {
 	b.mu.Lock()
 	s := b.slots(drv)
 	give(s)

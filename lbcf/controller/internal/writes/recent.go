@@ -1,4 +1,9 @@
-package controller
+// Package writes remembers the engine's own writes while the informer cache does not show them
+// yet: a BackendGroup's record creates and deletes (Recent), and the record versions whose outcome
+// a reconcile has written (Acted). The cache lags behind most when the API server is busiest, and
+// a reconcile that reads it then would repeat those writes (and their driver calls) on the API
+// server and the devices a burst of changes is bound by.
+package writes
 
 import (
 	"sync"
@@ -21,7 +26,7 @@ const recentWriteTTL = 15 * time.Second
 // that stopped moving altogether waits for this.
 const recentCreateTTL = 5 * time.Minute
 
-// recentWrites remembers, per group, the records its reconciles created or deleted until the
+// Recent remembers, per group, the records its reconciles created or deleted until the
 // cache shows the write (the expectations of Kubernetes' ReplicaSet controller). The group is
 // reconciled again while thousands of its records are being written (every record that turns
 // Registered requeues it), and its cache lags behind most when the API server is busiest: without
@@ -30,21 +35,22 @@ const recentCreateTTL = 5 * time.Minute
 // that is bound by them. A create the cache does not show is given up once the cache has shown
 // a record event at least as new as the create (the record is gone again), a delete after
 // recentWriteTTL; the group is requeued for then.
-type recentWrites struct {
+type Recent struct {
 	mu     sync.Mutex
-	m      map[types.UID]map[string]recentWrite
+	m      map[types.UID]map[string]Write
 	pruned time.Time
 	seen   string // the newest resourceVersion the record cache has shown
 }
 
-type recentWrite struct {
-	deleted bool
+// Write is a create or a delete of one of a group's records that the cache does not show yet.
+type Write struct {
+	Deleted bool // a delete (a create otherwise)
 	at      time.Time
 	rv      string // a create's resourceVersion
 }
 
-// observe notes a resourceVersion the record cache has shown (every event of the record informer).
-func (w *recentWrites) observe(rv string) {
+// Observe notes a resourceVersion the record cache has shown (every event of the record informer).
+func (w *Recent) Observe(rv string) {
 	if w == nil {
 		return
 	}
@@ -55,10 +61,10 @@ func (w *recentWrites) observe(rv string) {
 	}
 }
 
-// cacheSeen is the newest resourceVersion the record cache has shown so far. A reconcile takes it
+// CacheSeen is the newest resourceVersion the record cache has shown so far. A reconcile takes it
 // before it lists the cache, whose content is then at least that new (the informer updates its
-// store before it notifies observe): a later observe may concern records the list missed.
-func (w *recentWrites) cacheSeen() string {
+// store before it notifies Observe): a later Observe may concern records the list missed.
+func (w *Recent) CacheSeen() string {
 	if w == nil {
 		return ""
 	}
@@ -69,8 +75,8 @@ func (w *recentWrites) cacheSeen() string {
 
 // ttl is how long e is taken as written without confirmation, and whether a cache that has shown
 // resourceVersion seen is known to be past it.
-func ttl(e recentWrite, seen string) (time.Duration, bool) {
-	if e.deleted || e.rv == "" {
+func ttl(e Write, seen string) (time.Duration, bool) {
+	if e.Deleted || e.rv == "" {
 		return recentWriteTTL, false
 	}
 	c, err := resourceversion.CompareResourceVersion(seen, e.rv)
@@ -80,11 +86,12 @@ func ttl(e recentWrite, seen string) (time.Duration, bool) {
 	return recentCreateTTL, c >= 0
 }
 
-func newRecentWrites() *recentWrites { return &recentWrites{m: map[types.UID]map[string]recentWrite{}} }
+// NewRecent returns an empty memory of writes.
+func NewRecent() *Recent { return &Recent{m: map[types.UID]map[string]Write{}} }
 
-// wrote notes a create (deleted false, rv its resourceVersion) or a delete of the group's record
+// Wrote notes a create (deleted false, rv its resourceVersion) or a delete of the group's record
 // name.
-func (w *recentWrites) wrote(group types.UID, name string, deleted bool, rv string, at time.Time) {
+func (w *Recent) Wrote(group types.UID, name string, deleted bool, rv string, at time.Time) {
 	if w == nil {
 		return
 	}
@@ -105,15 +112,15 @@ func (w *recentWrites) wrote(group types.UID, name string, deleted bool, rv stri
 		}
 	}
 	if w.m[group] == nil {
-		w.m[group] = map[string]recentWrite{}
+		w.m[group] = map[string]Write{}
 	}
-	w.m[group][name] = recentWrite{deleted: deleted, at: at, rv: rv}
+	w.m[group][name] = Write{Deleted: deleted, at: at, rv: rv}
 }
 
-// settle drops the group's entries the cache confirms (existing: the group's records in the
-// cache, listed after cacheSeen returned seen) or that expired, and returns the rest: the writes
+// Settle drops the group's entries the cache confirms (existing: the group's records in the
+// cache, listed after CacheSeen returned seen) or that expired, and returns the rest: the writes
 // not to repeat, and when the earliest of them expires (0: none).
-func (w *recentWrites) settle(group types.UID, existing map[string]*lbcfv1beta1.BackendRecord, seen string, now time.Time) (pending map[string]recentWrite, next time.Duration) {
+func (w *Recent) Settle(group types.UID, existing map[string]*lbcfv1beta1.BackendRecord, seen string, now time.Time) (pending map[string]Write, next time.Duration) {
 	if w == nil {
 		return nil, 0
 	}
@@ -121,7 +128,7 @@ func (w *recentWrites) settle(group types.UID, existing map[string]*lbcfv1beta1.
 	defer w.mu.Unlock()
 	for name, e := range w.m[group] {
 		have, ok := existing[name]
-		confirmed := (!e.deleted && ok) || (e.deleted && (!ok || have.DeletionTimestamp != nil))
+		confirmed := (!e.Deleted && ok) || (e.Deleted && (!ok || have.DeletionTimestamp != nil))
 		d, past := ttl(e, seen)
 		left := d - now.Sub(e.at)
 		if confirmed || past || left <= 0 {
@@ -129,7 +136,7 @@ func (w *recentWrites) settle(group types.UID, existing map[string]*lbcfv1beta1.
 			continue
 		}
 		if pending == nil {
-			pending = map[string]recentWrite{}
+			pending = map[string]Write{}
 		}
 		pending[name] = e
 		if next == 0 || left < next {

@@ -1,4 +1,4 @@
-package controller
+package writes
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ import (
 // show anything newer; after it the record's work is done again (idempotently) if it comes back.
 const actedVersionTTL = time.Minute
 
-// actedVersions remembers, per record, the version (resourceVersion) that a reconcile finished
+// Acted remembers, per record, the version (resourceVersion) that a reconcile finished
 // with a successful write of its outcome (the status after ensureBackend, the finalizer removal
 // after deregisterBackend), until the cache shows another version. A reconcile of the same
 // record that runs before the cache has caught up — requeued meanwhile by a wake-up or its
@@ -20,7 +20,7 @@ const actedVersionTTL = time.Minute
 // and a second status write (or a second deregisterBackend and finalizer patch) per record, on the
 // API server and the device that a burst of changes is bound by. It is only an optimisation:
 // forgotten (a restart, the TTL), the work is redone as before.
-type actedVersions struct {
+type Acted struct {
 	mu     sync.Mutex
 	m      map[types.UID]actedVersion
 	pruned time.Time
@@ -31,11 +31,12 @@ type actedVersion struct {
 	at  time.Time
 }
 
-func newActedVersions() *actedVersions { return &actedVersions{m: map[types.UID]actedVersion{}} }
+// NewActed returns an empty memory of acted-on versions.
+func NewActed() *Acted { return &Acted{m: map[types.UID]actedVersion{}} }
 
-// done notes that the record's versions rvs (the one the reconcile read, and those its own writes
+// Done notes that the record's versions rvs (the one the reconcile read, and those its own writes
 // made before the outcome's, e.g. the address) were acted on and the outcome written.
-func (a *actedVersions) done(uid types.UID, at time.Time, rvs ...string) {
+func (a *Acted) Done(uid types.UID, at time.Time, rvs ...string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if at.Sub(a.pruned) > actedVersionTTL {
@@ -49,9 +50,9 @@ func (a *actedVersions) done(uid types.UID, at time.Time, rvs ...string) {
 	a.m[uid] = actedVersion{rvs: rvs, at: at}
 }
 
-// current reports whether the cache still shows the version of the record that was acted on
+// Current reports whether the cache still shows the version of the record that was acted on
 // (uid, rv: the cached object's); a newer version ends the entry.
-func (a *actedVersions) current(uid types.UID, rv string, now time.Time) bool {
+func (a *Acted) Current(uid types.UID, rv string, now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v, ok := a.m[uid]

@@ -1,4 +1,8 @@
-package controller
+// Package pace spaces the BackendGroup reconciles that its records' events cause: thousands of
+// records turning Registered in a burst cost one group reconcile per interval rather than one
+// each, while the first event after a quiet spell still reconciles the group at once. The
+// interval grows with the group, whose reconcile reads every record.
+package pace
 
 import (
 	"context"
@@ -15,7 +19,7 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
-// Spacing of the group reconciles that its records' events cause (see groupPacer).
+// Spacing of the group reconciles that its records' events cause (see Groups).
 const (
 	// minGroupPace is the shortest: a group's status follows its last record within this.
 	minGroupPace = 200 * time.Millisecond
@@ -26,7 +30,7 @@ const (
 	maxGroupPace = time.Second
 )
 
-// groupPacer spaces the reconciles of a group that its records' events cause: thousands of
+// Groups spaces the reconciles of a group that its records' events cause: thousands of
 // records turning Registered cost one reconcile per interval, not thousands. Unlike a fixed
 // delay after each event, the first event after a quiet spell reconciles the group at once, and
 // during a burst the next reconcile comes an interval after the last one started, not a whole
@@ -34,7 +38,7 @@ const (
 // up to a second, the last step of every convergence. The interval grows with the group (its
 // reconcile lists and counts every record, and writes the group's status when the counts moved),
 // so a large group's burst costs a bounded share of a core.
-type groupPacer struct {
+type Groups struct {
 	mu    sync.Mutex
 	last  map[client.ObjectKey]groupPace
 	swept time.Time
@@ -46,8 +50,9 @@ type groupPace struct {
 	interval time.Duration // from the number of records it found
 }
 
-func newGroupPacer() *groupPacer {
-	return &groupPacer{last: map[client.ObjectKey]groupPace{}, now: time.Now}
+// New returns a pacer that knows no group yet.
+func New() *Groups {
+	return &Groups{last: map[client.ObjectKey]groupPace{}, now: time.Now}
 }
 
 // groupPaceFor is the spacing of the reconciles of a group with n records.
@@ -59,9 +64,9 @@ func groupPaceFor(n int) time.Duration {
 // treats as unknown anyway: deleted groups do not stay.
 const groupPaceSweep = time.Minute
 
-// reconciled notes that a reconcile of key started at start found n records (0 for a group
+// Reconciled notes that a reconcile of key started at start found n records (0 for a group
 // that is gone or going: the events of its records being deleted are spaced too).
-func (p *groupPacer) reconciled(key client.ObjectKey, start time.Time, n int) {
+func (p *Groups) Reconciled(key client.ObjectKey, start time.Time, n int) {
 	if p == nil {
 		return
 	}
@@ -80,7 +85,7 @@ func (p *groupPacer) reconciled(key client.ObjectKey, start time.Time, n int) {
 
 // delay is how long a record event of group key waits before it reconciles the group: 0 when the
 // last reconcile started an interval ago or more (or none is known).
-func (p *groupPacer) delay(key client.ObjectKey) time.Duration {
+func (p *Groups) delay(key client.ObjectKey) time.Duration {
 	if p == nil {
 		return 0
 	}
@@ -93,9 +98,9 @@ func (p *groupPacer) delay(key client.ObjectKey) time.Duration {
 	return max(l.start.Add(l.interval).Sub(p.now()), 0)
 }
 
-// ownerHandler enqueues a record's group, spaced by the pacer. Events within one interval all
+// OwnerHandler enqueues a record's group, spaced by the pacer. Events within one interval all
 // ask for the same moment; the queue keeps one entry per group at the earliest moment asked.
-func (p *groupPacer) ownerHandler() handler.EventHandler {
+func (p *Groups) OwnerHandler() handler.EventHandler {
 	enqueue := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		ref := metav1.GetControllerOf(o)
 		if ref == nil || ref.Kind != lbcfv1beta1.KindBackendGroup {

@@ -1,15 +1,18 @@
-package controller
+// Package intern makes cached objects share the content they repeat. Tens of thousands of
+// BackendRecords, and the groups and load balancers they come from, repeat the same maps,
+// strings and slices; decoded separately, those copies were most of the controller's live heap.
+// RecordInterner supplies the cache transforms that share them (lbcf/controller's CacheOptions
+// installs them), MapInterner shares string maps for other holders that only read them. What
+// the tables keep alive themselves is bounded: two generations of entries.
+package intern
 
 import (
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
@@ -64,7 +67,7 @@ func (t *internTable[V]) put(k string, v V) {
 	t.cur[k] = v
 }
 
-// recordInterner makes cached BackendRecords share what they have in common. Tens of thousands
+// RecordInterner makes cached BackendRecords share what they have in common. Tens of thousands
 // of records repeat the same lbInfo, lbAttributes and parameters maps and the same label keys,
 // names and condition strings; decoded separately, those copies were most of the controller's
 // live heap (30,000 records: see BenchmarkControllerRSS in package federation). Sharing is safe
@@ -72,7 +75,13 @@ func (t *internTable[V]) put(k string, v V) {
 // read with UnsafeDisableDeepCopy (lists, the owner check, the record reconciler until it copies
 // the record to change it) only read; the test suites check every cached object unchanged at the
 // end of every test (testenv.UnchangedCache).
-type recordInterner struct {
+type RecordInterner struct {
+	// backendLabel is the label naming a record's backend and the value its group gives it
+	// ("" for a record that names no backend); addrAnnotation the annotation holding the address
+	// a record was created with. Both are the engine's, which creates the records.
+	backendLabel   func(*lbcfv1beta1.BackendRecord) (key, value string)
+	addrAnnotation string
+
 	mu      sync.Mutex
 	scratch keyScratch
 	maps    internTable[map[string]string]
@@ -85,8 +94,11 @@ type recordInterner struct {
 	conds internTable[[]lbcfv1beta1.BackendRecordCondition]
 }
 
-func newRecordInterner() *recordInterner {
-	return &recordInterner{maps: internTable[map[string]string]{size: internedMapsGeneration},
+// NewRecordInterner returns an interner for records whose backend label backendLabel names and
+// whose creation address annotation is addrAnnotation.
+func NewRecordInterner(backendLabel func(*lbcfv1beta1.BackendRecord) (key, value string), addrAnnotation string) *RecordInterner {
+	return &RecordInterner{backendLabel: backendLabel, addrAnnotation: addrAnnotation,
+		maps:  internTable[map[string]string]{size: internedMapsGeneration},
 		strs:  internTable[string]{size: internedStringsGeneration},
 		refs:  internTable[[]metav1.OwnerReference]{size: internedMapsGeneration},
 		fins:  internTable[[]string]{size: internedMapsGeneration},
@@ -168,7 +180,7 @@ func shareSlice[T any](t *internTable[[]T], scratch *keyScratch, s []T, key func
 }
 
 // ownerRefs returns the shared copy of refs.
-func (in *recordInterner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+func (in *RecordInterner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
 	return shareSlice(&in.refs, &in.scratch, refs, func(b []byte, r *metav1.OwnerReference) []byte {
 		return keyOf(b, r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion))
 	}, func(r *metav1.OwnerReference) {
@@ -178,14 +190,14 @@ func (in *recordInterner) ownerRefs(refs []metav1.OwnerReference) []metav1.Owner
 }
 
 // finalizers returns the shared copy of fins.
-func (in *recordInterner) finalizers(fins []string) []string {
+func (in *RecordInterner) finalizers(fins []string) []string {
 	return shareSlice(&in.fins, &in.scratch, fins, func(b []byte, f *string) []byte { return keyOf(b, *f) },
 		func(f *string) { *f = in.str(*f) })
 }
 
 // conditions returns the shared copy of conds. Times are compared to the nanosecond and by
 // location: a shared copy reads exactly as the record's own.
-func (in *recordInterner) conditions(conds []lbcfv1beta1.BackendRecordCondition) []lbcfv1beta1.BackendRecordCondition {
+func (in *RecordInterner) conditions(conds []lbcfv1beta1.BackendRecordCondition) []lbcfv1beta1.BackendRecordCondition {
 	return shareSlice(&in.conds, &in.scratch, conds, func(b []byte, c *lbcfv1beta1.BackendRecordCondition) []byte {
 		t := c.LastTransitionTime.Time
 		b = keyOf(b, string(c.Type), string(c.Status), t.Location().String(), strconv.FormatBool(t.IsZero()), c.Reason, c.Message)
@@ -198,7 +210,7 @@ func (in *recordInterner) conditions(conds []lbcfv1beta1.BackendRecordCondition)
 }
 
 // str returns the shared copy of s.
-func (in *recordInterner) str(s string) string {
+func (in *RecordInterner) str(s string) string {
 	if s == "" {
 		return s
 	}
@@ -210,13 +222,13 @@ func (in *recordInterner) str(s string) string {
 }
 
 // stringMap returns the shared copy of m (nil stays nil: "absent" and "empty" differ on the wire).
-func (in *recordInterner) stringMap(m map[string]string) map[string]string {
+func (in *RecordInterner) stringMap(m map[string]string) map[string]string {
 	return in.stringMapWithout(m, "")
 }
 
 // stringMapWithout returns the shared copy of m without the key skip ("" skips nothing; nil
 // stays nil). m itself is left as it is.
-func (in *recordInterner) stringMapWithout(m map[string]string, skip string) map[string]string {
+func (in *RecordInterner) stringMapWithout(m map[string]string, skip string) map[string]string {
 	if m == nil {
 		return nil
 	}
@@ -267,7 +279,7 @@ func (in *MapInterner) Share(m map[string]string) map[string]string {
 
 // labels keeps the map (a record's labels include its own pod or address) but shares the keys
 // and the values that repeat: driver, load balancer, group and cluster names.
-func (in *recordInterner) labels(m map[string]string) map[string]string {
+func (in *RecordInterner) labels(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		switch k {
@@ -281,14 +293,14 @@ func (in *recordInterner) labels(m map[string]string) map[string]string {
 }
 
 // sharedLabels returns the labels a cached record keeps when its backend label is the one the
-// group gives it (see newRecord), or is absent: the others, shared with every record of the same
+// group gives it (backendLabel), or is absent: the others, shared with every record of the same
 // driver, load balancer, group and cluster. Nothing reads the backend label from the cache, and a
 // record's own map was ≈ 330 bytes of every cached record. ok is false for other labels.
 //
 // The transform must be idempotent: an informer's streamed initial list passes every object
 // through it twice (client-go's watch-list store, then the queue's Replace).
-func (in *recordInterner) sharedLabels(br *lbcfv1beta1.BackendRecord) (map[string]string, bool) {
-	k, v := backendLabel(br)
+func (in *RecordInterner) sharedLabels(br *lbcfv1beta1.BackendRecord) (map[string]string, bool) {
+	k, v := in.backendLabel(br)
 	if have, ok := br.Labels[k]; k == "" || ok && have != v {
 		return nil, false
 	}
@@ -296,38 +308,8 @@ func (in *recordInterner) sharedLabels(br *lbcfv1beta1.BackendRecord) (map[strin
 	return in.stringMapWithout(br.Labels, k), true
 }
 
-// backendLabel is the label naming a record's backend and the value the group gives it
-// (newRecord); "" for a record that names no backend.
-func backendLabel(br *lbcfv1beta1.BackendRecord) (key, value string) {
-	s := &br.Spec
-	switch {
-	case s.PodBackendInfo != nil:
-		return lbcfv1beta1.LabelPodName, labelValue(s.PodBackendInfo.Name)
-	case s.ServiceBackendInfo != nil:
-		return lbcfv1beta1.LabelServiceName, labelValue(s.ServiceBackendInfo.Name)
-	case s.StaticAddr != nil:
-		return lbcfv1beta1.LabelStaticAddr, lbcfv1beta1.StaticAddrLabelValue(*s.StaticAddr)
-	}
-	return "", ""
-}
-
-// withBackendLabel gives br (a copy of a cached record, about to be written whole by an update)
-// back the backend label the cache does not keep (see sharedLabels): a whole-object write from
-// the cached form would remove it from the record. Patches computed between two cached copies
-// leave it alone, and status writes do not touch labels.
-func withBackendLabel(br *lbcfv1beta1.BackendRecord) {
-	k, v := backendLabel(br)
-	if _, ok := br.Labels[k]; k == "" || ok {
-		return
-	}
-	labels := make(map[string]string, len(br.Labels)+1)
-	maps.Copy(labels, br.Labels)
-	labels[k] = v
-	br.Labels = labels
-}
-
-// transform is a cache transform for BackendRecords; other objects pass unchanged.
-func (in *recordInterner) transform(o any) (any, error) {
+// Transform is a cache transform for BackendRecords; other objects pass unchanged.
+func (in *RecordInterner) Transform(o any) (any, error) {
 	br, ok := o.(*lbcfv1beta1.BackendRecord)
 	if !ok {
 		return o, nil
@@ -342,15 +324,15 @@ func (in *recordInterner) transform(o any) (any, error) {
 	} else {
 		br.Labels = in.labels(br.Labels)
 	}
-	// The address a record was created with (AnnotationBackendAddr) is read only until the status
-	// names one (recordAddr): from then on the cache does not keep it, nor its map (≈ 330 bytes
-	// a record). Otherwise the annotation map is the record's own, kept as it is: interned, every
-	// such map was a new entry (100,000 records: as many), which pushed the maps that are shared
-	// out of the table.
-	if a := br.Annotations[AnnotationBackendAddr]; a != "" && a == br.Status.BackendAddr {
-		delete(br.Annotations, AnnotationBackendAddr)
+	// The address a record was created with (addrAnnotation) is read only until the status
+	// names one (the engine's recordAddr): from then on the cache does not keep it, nor its map
+	// (≈ 330 bytes a record). Otherwise the annotation map is the record's own, kept as it is:
+	// interned, every such map was a new entry (100,000 records: as many), which pushed the maps
+	// that are shared out of the table.
+	if a := br.Annotations[in.addrAnnotation]; a != "" && a == br.Status.BackendAddr {
+		delete(br.Annotations, in.addrAnnotation)
 	}
-	switch _, own := br.Annotations[AnnotationBackendAddr]; {
+	switch _, own := br.Annotations[in.addrAnnotation]; {
 	case len(br.Annotations) == 0:
 		br.Annotations = nil
 	case !own:
@@ -377,12 +359,12 @@ func (in *recordInterner) transform(o any) (any, error) {
 	return br, nil
 }
 
-// groupTransform is a cache transform for BackendGroups: their managed fields are dropped and
+// GroupTransform is a cache transform for BackendGroups: their managed fields are dropped and
 // what groups repeat — pod selectors, parameters, condition and member strings — is shared.
 // Measured on 100 groups of BenchmarkRestartResync's shape from the test API server, decoded 20
 // times each: 2,136 bytes a group with managed fields dropped alone, 1,575 with this transform.
 // Other objects pass unchanged.
-func (in *recordInterner) groupTransform(o any) (any, error) {
+func (in *RecordInterner) GroupTransform(o any) (any, error) {
 	bg, ok := o.(*lbcfv1beta1.BackendGroup)
 	if !ok {
 		return o, nil
@@ -408,9 +390,9 @@ func (in *recordInterner) groupTransform(o any) (any, error) {
 	return bg, nil
 }
 
-// loadBalancerTransform is a cache transform for LoadBalancers: managed fields dropped, their
+// LoadBalancerTransform is a cache transform for LoadBalancers: managed fields dropped, their
 // repeated strings and attribute maps shared. Other objects pass unchanged.
-func (in *recordInterner) loadBalancerTransform(o any) (any, error) {
+func (in *RecordInterner) LoadBalancerTransform(o any) (any, error) {
 	lb, ok := o.(*lbcfv1beta1.LoadBalancer)
 	if !ok {
 		return o, nil
@@ -430,28 +412,4 @@ func (in *recordInterner) loadBalancerTransform(o any) (any, error) {
 		c.Reason, c.Message = in.str(c.Reason), in.str(c.Message)
 	}
 	return lb, nil
-}
-
-// ClientOptions are the client settings of every manager running the engine. Its writes are
-// built from Go types of the API they write, so the API server's strict decoding of each write
-// (field validation Warn, the default) finds nothing and costs it a second decode: 2 % of its CPU
-// while 5,000 records registered (the benchmark's API-server profile). Ignore skips it.
-func ClientOptions() client.Options {
-	return client.Options{FieldValidation: metav1.FieldValidationIgnore}
-}
-
-// CacheOptions are the cache settings of every manager running the engine: managed fields,
-// never read here and half of a cached pod, are dropped from everything; BackendRecords,
-// BackendGroups and LoadBalancers also share their repeated content (see recordInterner; a
-// ByObject transform replaces the default one, so each drops managed fields itself).
-func CacheOptions() cache.Options {
-	in := newRecordInterner()
-	return cache.Options{
-		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&lbcfv1beta1.BackendRecord{}: {Transform: in.transform},
-			&lbcfv1beta1.BackendGroup{}:  {Transform: in.groupTransform},
-			&lbcfv1beta1.LoadBalancer{}:  {Transform: in.loadBalancerTransform},
-		},
-	}
 }

@@ -1,4 +1,4 @@
-package controller
+package pace
 
 import (
 	"context"
@@ -31,9 +31,9 @@ func (q *enqueued) AddAfter(_ reconcile.Request, d time.Duration) { q.adds = app
 func TestGroupPacerSpacesRecordEvents(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Unix(1000, 0)
-	p := newGroupPacer()
+	p := New()
 	p.now = func() time.Time { return now }
-	h := p.ownerHandler()
+	h := p.OwnerHandler()
 	record := func(group string) *lbcfv1beta1.BackendRecord {
 		br := &lbcfv1beta1.BackendRecord{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r"}}
 		if group != "" {
@@ -63,7 +63,7 @@ func TestGroupPacerSpacesRecordEvents(t *testing.T) {
 	} {
 		now = now.Add(s.advance)
 		if s.reconcile >= 0 {
-			p.reconciled(web, now, s.reconcile)
+			p.Reconciled(web, now, s.reconcile)
 		}
 		for _, ev := range []string{"create", "update", "delete"} {
 			q := &enqueued{}
@@ -85,11 +85,11 @@ func TestGroupPacerSpacesRecordEvents(t *testing.T) {
 func TestGroupPacerForgetsPassedGroups(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Unix(1000, 0)
-	p := newGroupPacer()
+	p := New()
 	p.now = func() time.Time { return now }
-	p.reconciled(client.ObjectKey{Namespace: "ns", Name: "gone"}, now, 0) // sweeps an empty map
+	p.Reconciled(client.ObjectKey{Namespace: "ns", Name: "gone"}, now, 0) // sweeps an empty map
 	now = now.Add(groupPaceSweep)
-	p.reconciled(client.ObjectKey{Namespace: "ns", Name: "busy"}, now, 10)
+	p.Reconciled(client.ObjectKey{Namespace: "ns", Name: "busy"}, now, 10)
 	g.Expect(p.last).To(HaveLen(1))
 	g.Expect(p.last).To(HaveKey(client.ObjectKey{Namespace: "ns", Name: "busy"}))
 }

@@ -1,4 +1,4 @@
-package controller
+package budget
 
 import (
 	"context"
@@ -126,26 +126,26 @@ func TestDriverBudget(t *testing.T) {
 			if size == 0 {
 				size = 2
 			}
-			b := newRecordDriverBudget(size, 1, func(_ context.Context, k types.NamespacedName) { woken = append(woken, k.Name) })
+			b := NewForRecords(size, 1, func(_ context.Context, k types.NamespacedName) { woken = append(woken, k.Name) })
 			for i, s := range tc.steps {
 				switch s.op {
 				case "acquire":
-					g.Expect(b.acquire(s.drv, s.unhealthy, key(s.key))).To(Equal(s.want), "step %d", i)
+					g.Expect(b.Acquire(s.drv, s.unhealthy, key(s.key))).To(Equal(s.want), "step %d", i)
 				case "try":
 					// Without time to wait: the slot it takes at once, if any.
 					ctx, cancel := context.WithCancel(context.Background())
 					cancel()
-					g.Expect(b.acquireAddr(ctx, s.drv)).To(Equal(s.want), "step %d", i)
+					g.Expect(b.AcquireAddr(ctx, s.drv)).To(Equal(s.want), "step %d", i)
 				case "release", "releaseAddr":
 					woken = nil
 					if s.op == "release" {
-						b.release(context.Background(), s.drv, s.unhealthy)
+						b.Release(context.Background(), s.drv, s.unhealthy)
 					} else {
-						b.releaseAddr(context.Background(), s.drv)
+						b.ReleaseAddr(context.Background(), s.drv)
 					}
 					g.Expect(woken).To(Equal(s.woken), "step %d", i)
 				case "timeout", "answer":
-					b.observe(s.drv, s.op == "timeout")
+					b.Observe(s.drv, s.op == "timeout")
 				}
 			}
 		})
@@ -156,25 +156,25 @@ func TestDriverBudget(t *testing.T) {
 // milliseconds), never for the records' slots, and gives up when its context ends.
 func TestDriverBudgetAddressCallWaitsForTheReserve(t *testing.T) {
 	g := NewWithT(t)
-	b := newRecordDriverBudget(32, 1, func(context.Context, types.NamespacedName) {})
+	b := NewForRecords(32, 1, func(context.Context, types.NamespacedName) {})
 	ctx := context.Background()
 	for i := 0; i < 30; i++ {
-		g.Expect(b.acquire("d", false, types.NamespacedName{Name: fmt.Sprint(i)})).To(BeTrue())
+		g.Expect(b.Acquire("d", false, types.NamespacedName{Name: fmt.Sprint(i)})).To(BeTrue())
 	}
-	g.Expect(b.acquire("d", false, types.NamespacedName{Name: "late"})).To(BeFalse(), "parked")
-	g.Expect(b.acquireAddr(ctx, "d")).To(BeTrue())
-	g.Expect(b.acquireAddr(ctx, "d")).To(BeTrue())
+	g.Expect(b.Acquire("d", false, types.NamespacedName{Name: "late"})).To(BeFalse(), "parked")
+	g.Expect(b.AcquireAddr(ctx, "d")).To(BeTrue())
+	g.Expect(b.AcquireAddr(ctx, "d")).To(BeTrue())
 
 	got := make(chan bool)
-	go func() { got <- b.acquireAddr(ctx, "d") }()
+	go func() { got <- b.AcquireAddr(ctx, "d") }()
 	g.Consistently(got, 100*time.Millisecond).ShouldNot(Receive(), "the reserve is taken: it waits")
-	b.release(ctx, "d", false) // a record's slot, which the parked record takes
-	g.Expect(b.acquire("d", false, types.NamespacedName{Name: "late"})).To(BeTrue())
+	b.Release(ctx, "d", false) // a record's slot, which the parked record takes
+	g.Expect(b.Acquire("d", false, types.NamespacedName{Name: "late"})).To(BeTrue())
 	g.Consistently(got, 100*time.Millisecond).ShouldNot(Receive(), "a record's slot is not for it")
-	b.releaseAddr(ctx, "d")
+	b.ReleaseAddr(ctx, "d")
 	g.Eventually(got).Should(Receive(BeTrue()), "an address call's slot is")
 
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	g.Expect(b.acquireAddr(short, "d")).To(BeFalse(), "no slot came back in time")
+	g.Expect(b.AcquireAddr(short, "d")).To(BeFalse(), "no slot came back in time")
 }
