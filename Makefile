@@ -99,8 +99,9 @@ kind-host-up:
 kind-host-down:
 	hack/kind/host-down.sh
 
-## kind-tools: the kind node's binaries (localup build --set=kind) and kind itself.
-kind-tools: localup $(KIND)
+## kind-tools: the kind node's binaries (localup build --set=kind) and kind itself. After
+## kind-host-up, which installs what runc's cgo build needs (libseccomp-dev, pkg-config).
+kind-tools: kind-host-up localup $(KIND)
 	$(LOCALUP) build --set=kind
 
 ## kind-images: the node image lbfed/kind-node:v1.35.3, its preloaded images, Karmada's images.

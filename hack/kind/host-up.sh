@@ -9,9 +9,9 @@ source "$(dirname "$0")/lib.sh"
 mkdir -p "$KIND_STATE"
 
 # --- Debian packages (kept installed on down, as a cache: a reinstall is the slow part) -----------
-# docker.io: the engine; debootstrap: the node rootfs; libseccomp-dev: runc's cgo build;
-# jq: runc-capstrip; iptables: docker.io pulls it in, host-down uses it.
-pkgs=(docker.io debootstrap libseccomp-dev jq iptables)
+# docker.io: the engine; debootstrap: the node rootfs; libseccomp-dev and pkg-config: runc's cgo
+# build; jq: runc-capstrip; iptables: docker.io pulls it in, host-down uses it.
+pkgs=(docker.io debootstrap libseccomp-dev pkg-config jq iptables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
