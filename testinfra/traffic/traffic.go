@@ -2,7 +2,7 @@
 // change things behind it: one HTTP request every interval, each on a new connection (an L4
 // balancer chooses a backend per connection), answered by the demo workload with who answered
 // (podresponder.Answer, the line both the local topology's pods and the kind topology's
-// responder give). A request fails when it gets no such answer within a second.
+// responder give). A request fails when it gets no such answer within RequestTimeout.
 package traffic
 
 import (
@@ -18,6 +18,13 @@ import (
 
 // Interval is the suites' pause between two requests.
 const Interval = 20 * time.Millisecond
+
+// RequestTimeout bounds one request. A refused, reset or unroutable connection fails at once;
+// this only bounds a slow answer. It was a second: on the kind topology (three clusters and
+// Karmada on two cores) one request in about 1,500 now and then waited longer during a burst of
+// container starts (a client timeout, no refused or reset connection) and failed a gated
+// rollout that otherwise dropped nothing.
+const RequestTimeout = 3 * time.Second
 
 // Load is a running load; Stop ends it.
 type Load struct {
@@ -36,7 +43,7 @@ type Load struct {
 func Start(url string, interval, max time.Duration) *Load {
 	ctx, cancel := context.WithTimeout(context.Background(), max)
 	l := &Load{cancel: cancel, done: make(chan struct{}), byMember: map[string]int{}}
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	hc := &http.Client{Timeout: RequestTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(interval)
