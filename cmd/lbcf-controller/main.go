@@ -32,6 +32,7 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 	"github.com/lbfed/lbfed/lbcf/driver"
+	"github.com/lbfed/lbfed/lbcf/member"
 	"github.com/lbfed/lbfed/servingcert"
 	"github.com/lbfed/lbfed/watchdecode"
 )
@@ -71,7 +72,7 @@ func main() {
 	fs.DurationVar(&f.resyncPeriod, "resync-period", 5*time.Minute, "Every BackendGroup is reconciled at least this often (drift guard).")
 	fs.Float64Var(&f.clientQPS, "client-qps", 500, "Queries per second to the API server (the original defaulted to 200; each registered backend costs two writes: the record, created with its address, and Registered).")
 	fs.IntVar(&f.clientBurst, "client-burst", 1000, "Burst of queries to the API server.")
-	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", controller.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
+	fs.IntVar(&f.candidatesBudget, "candidates-budget-bytes", member.DefaultCandidatesBudget, "Member mode: bytes of candidate entries one BackendGroup may report; over it the list is cut (Ready first) and CandidatesTruncated is set.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Run only while holding the lbcf-controller lease, so that two replicas never call drivers twice.")
 	fs.StringVar(&f.leaderElectNamespace, "leader-elect-namespace", "kube-system", "Namespace of the leader-election lease.")
 	fs.BoolVar(&f.releaseOnCancel, "leader-elect-release-on-cancel", true, "On shutdown (SIGTERM), release the lease once the controllers have stopped, so that a standby or the replacement pod leads at once instead of after the lease duration.")
@@ -171,7 +172,7 @@ func run(ctx context.Context, f flags) error {
 	opts := f.engine
 	opts.Invoker, opts.Recorder, opts.Metrics = invoker, mgr.GetEventRecorder("lbcf-controller"), controller.NewMetrics(ctrlmetrics.Registry)
 	if f.mode == "member" {
-		err = controller.SetupMember(ctx, mgr, opts, f.candidatesBudget)
+		err = member.Setup(ctx, mgr, opts, f.candidatesBudget)
 		if err == nil && f.serviceStatus {
 			err = service.SetupMember(mgr, service.MemberOptions{LoadBalancerClass: f.serviceClass, ClaimUnclassed: f.serviceClaimUnclassed})
 		}

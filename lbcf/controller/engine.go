@@ -1,8 +1,8 @@
 // Package controller is lbfed's LBCF engine: controller-runtime reconcilers for
 // LoadBalancerDriver, LoadBalancer, BackendGroup and BackendRecord that call LBCF drivers with
 // the original's semantics (Succ/Fail/Running, minRetryDelayInSeconds, exponential backoff,
-// periodic ensure, deregister policies), and a member-mode reconciler that only reports each
-// BackendGroup's candidate backends.
+// periodic ensure, deregister policies), and the pods' readiness gates. Member mode (lbcf/member)
+// plugs another BackendGroup reconciler into the same watches and gates (SetupReporter).
 //
 // Where backends come from is pluggable (BackendSource, AddrRequestBuilder): in a plain cluster
 // they are the cluster's pods, Service nodePorts and static addresses (LocalSource); the
@@ -253,6 +253,12 @@ func (o *Options) driverDelayOrDefault(d time.Duration) time.Duration {
 func (o *Options) callsDriver(acceptDryRun bool) bool { return !o.DryRun || acceptDryRun }
 
 // writer performs API writes, or only logs them in dry-run mode.
+// Write runs f, a write to the API server, as the engine's own writes run: skipped under
+// DryRun, its latency in the metrics.
+func (o *Options) Write(ctx context.Context, obj client.Object, op string, f func() error) error {
+	return writer{dryRun: o.DryRun, metrics: o.Metrics}.do(ctx, obj, op, f)
+}
+
 type writer struct {
 	client.Client
 	dryRun  bool

@@ -14,11 +14,14 @@ import (
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
+	"github.com/lbfed/lbfed/lbcf/member"
 )
 
+// startMember runs lbcf/member on the engine's test environment: member mode is the engine's
+// LocalSource and readiness gates behind another BackendGroup reconciler.
 func startMember(e *env, budget int) {
 	e.startMode(fastOptions(), func(ctx context.Context, mgr ctrl.Manager, o controller.Options) error {
-		return controller.SetupMember(ctx, mgr, o, budget)
+		return member.Setup(ctx, mgr, o, budget)
 	})
 }
 

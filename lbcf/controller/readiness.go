@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,7 +29,7 @@ import (
 // its Deployment, its Service's endpoints, a rollout) only once lbfed says its backends are on the
 // front end. Such a pod is eligible for registration as soon as its containers are ready
 // (ContainersReady): its Ready condition waits for the gate, so waiting for Ready would wait for
-// ever. readinessGateReconciler then sets the condition from a registrationView: the group's own
+// ever. readinessGateReconciler then sets the condition from a RegistrationView: the group's own
 // records in a standalone LBCF, the federation's registration annotation in a member.
 
 // hasReadinessGate reports whether the pod carries lbfed's readiness gate.
@@ -63,8 +62,8 @@ func podReady(p *corev1.Pod) bool {
 	return c != nil && c.Status == corev1.ConditionTrue
 }
 
-// gateState is what a registrationView knows of one pod in one group.
-type gateState struct {
+// GateState is what a RegistrationView knows of one pod in one group.
+type GateState struct {
 	// Known is false when the view cannot tell yet (the condition is then left as it is).
 	Known bool
 	// Registered: every backend of the pod is registered on every LoadBalancer of the group.
@@ -73,9 +72,9 @@ type gateState struct {
 	Message string
 }
 
-// registrationView tells whether a pod's backends in a group are registered.
-type registrationView interface {
-	PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (gateState, error)
+// RegistrationView tells whether a pod's backends in a group are registered.
+type RegistrationView interface {
+	PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (GateState, error)
 }
 
 // recordRegistrations is the standalone view: the group's BackendRecords in this cluster.
@@ -83,171 +82,37 @@ type recordRegistrations struct {
 	client.Reader
 }
 
-// PodRegistered implements registrationView.
-func (v recordRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (gateState, error) {
+// PodRegistered implements RegistrationView.
+func (v recordRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (GateState, error) {
 	lbs := bg.Spec.GetLoadBalancers()
 	if len(lbs) == 0 {
-		return gateState{Known: true, Message: "the group names no LoadBalancer"}, nil
+		return GateState{Known: true, Message: "the group names no LoadBalancer"}, nil
 	}
 	for _, port := range bg.Spec.Pods.GetPortSelectors() {
 		b := podBackend(pod, port, nil)
 		if !b.Eligible() {
-			return gateState{Known: true, Message: "not eligible yet (containers not ready or no IP)"}, nil
+			return GateState{Known: true, Message: "not eligible yet (containers not ready or no IP)"}, nil
 		}
 		for _, lb := range lbs {
 			br := &lbcfv1beta1.BackendRecord{}
 			err := v.Get(ctx, client.ObjectKey{Namespace: bg.Namespace, Name: b.RecordName(lb, bg.Name)}, br)
 			switch {
 			case apierrors.IsNotFound(err):
-				return gateState{Known: true, Message: "waiting for load balancer " + lb}, nil
+				return GateState{Known: true, Message: "waiting for load balancer " + lb}, nil
 			case err != nil:
-				return gateState{}, fmt.Errorf("get record: %w", err)
+				return GateState{}, fmt.Errorf("get record: %w", err)
 			case br.DeletionTimestamp != nil || !br.IsRegistered():
-				return gateState{Known: true, Message: "waiting for load balancer " + lb}, nil
+				return GateState{Known: true, Message: "waiting for load balancer " + lb}, nil
 			}
 		}
 	}
-	return gateState{Known: true, Registered: true}, nil
-}
-
-// reportHistory keeps a member's last reports per group (their digests and which items are
-// which pod), so that the federation's answer about a report that is no longer the latest is
-// still understood: in a rollout the member reports again before the answer arrives.
-type reportHistory struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName][]reportEntry // newest first
-}
-
-// reportHistoryDepth bounds the reports kept per group.
-const reportHistoryDepth = 8
-
-type reportEntry struct {
-	digest string
-	pods   map[string][]int // pod name + "/" + ShortUID -> item positions
-}
-
-// Add records a report of group key (no-op when it is the latest already).
-func (h *reportHistory) Add(key types.NamespacedName, items []string) {
-	digest := lbcfv1beta1.ReportDigest(items)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[types.NamespacedName][]reportEntry{}
-	}
-	old := h.m[key]
-	if len(old) > 0 && old[0].digest == digest {
-		return
-	}
-	e := reportEntry{digest: digest, pods: map[string][]int{}}
-	for i, it := range items {
-		if name := lbcfv1beta1.ItemPodName(it); name != "" {
-			k := name + "/" + itemUID(it)
-			e.pods[k] = append(e.pods[k], i)
-		}
-	}
-	h.m[key] = append([]reportEntry{e}, old[:min(len(old), reportHistoryDepth-1)]...)
-}
-
-// Forget drops a deleted group.
-func (h *reportHistory) Forget(key types.NamespacedName) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.m, key)
-}
-
-func (h *reportHistory) find(key types.NamespacedName, digest string) (reportEntry, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, e := range h.m[key] {
-		if e.digest == digest {
-			return e, true
-		}
-	}
-	return reportEntry{}, false
-}
-
-// itemUID is the <uid8> field of a pod item.
-func itemUID(item string) string {
-	f := strings.SplitN(item, "|", 4)
-	if len(f) < 3 {
-		return ""
-	}
-	return f[2]
-}
-
-// memberRegistrations is the member view: the federation's lbfed.io/registered annotation on the
-// group (propagated by Karmada), read against the member's own recent reports.
-type memberRegistrations struct {
-	History *reportHistory
-
-	mu    sync.Mutex
-	cache map[types.NamespacedName]decodedRegistration
-}
-
-type decodedRegistration struct {
-	raw  string
-	bits map[string][]bool // report digest -> bits
-	err  error
-}
-
-func (v *memberRegistrations) decoded(bg *lbcfv1beta1.BackendGroup) decodedRegistration {
-	key := client.ObjectKeyFromObject(bg)
-	raw := bg.Annotations[lbcfv1beta1.AnnotationRegistered]
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if d, ok := v.cache[key]; ok && d.raw == raw {
-		return d
-	}
-	d := decodedRegistration{raw: raw, bits: map[string][]bool{}}
-	reg, err := lbcfv1beta1.ParseRegistration(raw)
-	if err != nil {
-		d.err = err
-	}
-	for _, m := range reg {
-		bits, err := m.Registered()
-		if err != nil {
-			d.err = err
-			continue
-		}
-		d.bits[m.Report] = bits
-	}
-	if v.cache == nil {
-		v.cache = map[types.NamespacedName]decodedRegistration{}
-	}
-	v.cache[key] = d
-	return d
-}
-
-// PodRegistered implements registrationView.
-func (v *memberRegistrations) PodRegistered(ctx context.Context, bg *lbcfv1beta1.BackendGroup, pod *corev1.Pod) (gateState, error) {
-	d := v.decoded(bg)
-	if d.err != nil {
-		ctrl.LoggerFrom(ctx).Error(d.err, "unreadable registration annotation", "backendGroup", client.ObjectKeyFromObject(bg))
-	}
-	key := client.ObjectKeyFromObject(bg)
-	for digest, bits := range d.bits {
-		e, ok := v.History.find(key, digest)
-		if !ok {
-			continue // another member's report, or one of ours we no longer remember
-		}
-		idx := e.pods[pod.Name+"/"+lbcfv1beta1.ShortUID(pod.UID)]
-		if len(idx) == 0 {
-			return gateState{Known: true, Message: "not in this member's report the federation answered yet"}, nil
-		}
-		for _, i := range idx {
-			if i >= len(bits) || !bits[i] {
-				return gateState{Known: true, Message: "waiting for the federation to register it"}, nil
-			}
-		}
-		return gateState{Known: true, Registered: true}, nil
-	}
-	return gateState{}, nil
+	return GateState{Known: true, Registered: true}, nil
 }
 
 // readinessGateReconciler sets lbfed's readiness-gate condition on the pods that carry the gate.
 type readinessGateReconciler struct {
 	client.Client
-	View    registrationView
+	View    RegistrationView
 	Metrics *Metrics
 	DryRun  bool
 }

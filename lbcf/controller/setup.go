@@ -284,23 +284,6 @@ func (r *backendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// SetupWithManager registers the member reconciler with the local backend watches.
-func (r *memberReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.Defaults()
-	b := ctrl.NewControllerManagedBy(mgr).
-		Named("backendgroup-member").
-		// Annotations carry the federation's report requests and budgets.
-		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
-			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
-		})
-	for _, w := range LocalWatches(mgr.GetClient()) {
-		b = w(b)
-	}
-	return b.Complete(r)
-}
-
 // SetupStandalone registers the complete single-cluster LBCF: every reconciler, with backends
 // from the local cluster.
 func SetupStandalone(ctx context.Context, mgr ctrl.Manager, opts Options, resync time.Duration) error {
@@ -343,17 +326,33 @@ func SetupEngine(ctx context.Context, mgr ctrl.Manager, opts Options, src Backen
 	return nil
 }
 
-// SetupMember registers member mode: candidates reporting only.
-func SetupMember(ctx context.Context, mgr ctrl.Manager, opts Options, budget int) error {
+// SetupReporter registers the BackendGroup controller of a cluster that reports its backends
+// rather than serving them (lbcf-controller --mode=member): r with the local backend watches and
+// the engine's queues and retries, and the readiness gates answered by view.
+func SetupReporter(ctx context.Context, mgr ctrl.Manager, opts Options, r reconcile.Reconciler, view RegistrationView) error {
 	opts.Defaults()
 	if err := setupGroupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	history := &reportHistory{}
-	if err := (&memberReconciler{Client: mgr.GetClient(), Options: opts, Source: LocalSource{Reader: mgr.GetClient()}, Budget: budget, History: history}).SetupWithManager(mgr); err != nil {
-		return err
+	timed := reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		defer opts.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
+		return r.Reconcile(ctx, req)
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("backendgroup-member").
+		// Annotations carry the federation's report requests and budgets.
+		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.BackendGroupWorkers, RateLimiter: opts.rateLimiter(),
+			UsePriorityQueue: ptrTo(false), NewQueue: opts.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
+		})
+	for _, w := range LocalWatches(mgr.GetClient()) {
+		b = w(b)
 	}
-	gates := &readinessGateReconciler{Client: mgr.GetClient(), View: &memberRegistrations{History: history}, Metrics: opts.Metrics, DryRun: opts.DryRun}
+	if err := b.Complete(timed); err != nil {
+		return fmt.Errorf("backend group controller: %w", err)
+	}
+	gates := &readinessGateReconciler{Client: mgr.GetClient(), View: view, Metrics: opts.Metrics, DryRun: opts.DryRun}
 	if err := gates.SetupWithManager(mgr, false); err != nil {
 		return fmt.Errorf("readiness gate controller: %w", err)
 	}

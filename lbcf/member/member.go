@@ -1,11 +1,14 @@
-package controller
+// Package member is lbcf-controller --mode=member: a member cluster of the federation reports
+// each BackendGroup's backends as candidates in its status and never calls a driver; the pods'
+// readiness gates follow the federation's answer to those reports.
+package member
 
 import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/lbcf/controller"
 )
 
 // DefaultCandidatesBudget is a member's share of the ≈ 1.2 MiB of candidate data one
@@ -21,15 +25,14 @@ import (
 // lbfed.io/candidates-budget, propagated by Karmada).
 const DefaultCandidatesBudget = 1200 * 1024 / 3
 
-// memberReconciler is lbcf-controller --mode=member: it never calls a driver and creates no
-// records. For each BackendGroup it writes every selected backend, compactly, into
+// reconciler never calls a driver and creates no records. For each BackendGroup it writes every selected backend, compactly, into
 // status.candidates, with status.backends, status.observedGeneration and the Ready and
 // CandidatesTruncated conditions — and nothing else, so Karmada sees a change only when the
 // backends change.
-type memberReconciler struct {
+type reconciler struct {
 	client.Client
-	Options
-	Source LocalSource
+	controller.Options
+	Source controller.LocalSource
 	// Budget caps the candidates' items and node table in bytes (DefaultCandidatesBudget when 0).
 	Budget int
 	// History remembers the last reports, for the readiness gates (optional).
@@ -37,8 +40,7 @@ type memberReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *memberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	defer r.Metrics.observeProcess(lbcfv1beta1.KindBackendGroup, time.Now())
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	bg := &lbcfv1beta1.BackendGroup{}
 	if err := r.Get(ctx, req.NamespacedName, bg); err != nil {
 		if apierrors.IsNotFound(err) && r.History != nil {
@@ -93,11 +95,19 @@ func (r *memberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		tc.Message = fmt.Sprintf("%d candidates need more than %d bytes; %d reported, Ready ones first. Split the BackendGroup.", enc.Total, budget, len(enc.Items))
 	}
 	meta.SetStatusCondition(&bg.Status.Conditions, tc)
-	if equalStatus(orig.Status, bg.Status) {
+	if equality.Semantic.DeepEqual(orig.Status, bg.Status) {
 		return ctrl.Result{}, nil
 	}
-	w := writer{r.Client, r.DryRun, r.Metrics}
-	return ctrl.Result{}, w.do(ctx, bg, "UpdateStatus", func() error {
+	return ctrl.Result{}, r.Write(ctx, bg, "UpdateStatus", func() error {
 		return client.IgnoreNotFound(r.Status().Patch(ctx, bg, client.MergeFrom(orig)))
 	})
+}
+
+// Setup registers member mode on mgr: candidates reporting and the readiness gates. budget is
+// DefaultCandidatesBudget when 0.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts controller.Options, budget int) error {
+	opts.Defaults()
+	history := &reportHistory{}
+	r := &reconciler{Client: mgr.GetClient(), Options: opts, Source: controller.LocalSource{Reader: mgr.GetClient()}, Budget: budget, History: history}
+	return controller.SetupReporter(ctx, mgr, opts, r, &registrations{History: history})
 }
