@@ -130,16 +130,32 @@ func NewCA(cn string, validity time.Duration) (*CA, error) {
 	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
+// KeyPEM returns the CA's private key, PEM encoded (for a --cluster-signing-key-file).
+func (ca *CA) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("encode CA key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
 // Issue returns a certificate for cn and its key (PEM), valid as long as the CA, for the given
 // extended usages (x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth); hosts (DNS names or
 // IPs) become its subject alternative names.
 func (ca *CA) Issue(cn string, hosts []string, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
+	return ca.IssueTo(pkix.Name{CommonName: cn}, hosts, usages...)
+}
+
+// IssueTo is Issue for a whole subject: a client certificate's organizations are the groups
+// Kubernetes authenticates it into (system:masters).
+func (ca *CA) IssueTo(subject pkix.Name, hosts []string, usages ...x509.ExtKeyUsage) (certPEM, keyPEM []byte, err error) {
+	cn := subject.CommonName
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
+		SerialNumber: serial(), Subject: subject,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: ca.Cert.NotAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 	}

@@ -1,20 +1,19 @@
 package localup
 
 import (
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/lbfed/lbfed/servingcert"
 )
 
 // PKI is the certificate set of one run. One CA signs everything: the serving certificate shared
@@ -35,16 +34,18 @@ type PKI struct {
 	// webhook servers (karmada-webhook, lbfed's webhooks) expect in their --cert-dir.
 	WebhookCertDir string
 
+	ca                               *servingcert.CA
 	caPEM, adminCertPEM, adminKeyPEM []byte
 }
 
 // CAPEM returns the CA certificate, e.g. for a webhook configuration's caBundle.
 func (p *PKI) CAPEM() []byte { return append([]byte(nil), p.caPEM...) }
 
-// servingDNSNames are the DNS SANs of the shared serving certificate. Karmada's aggregator verifies
+// servingHosts are the SANs of the shared serving certificate. Karmada's aggregator verifies
 // the aggregated apiserver against the Service name of its APIService even though it dials
 // localhost, hence the karmada-aggregated-apiserver name.
-var servingDNSNames = []string{
+var servingHosts = []string{
+	"127.0.0.1", "::1", "10.96.0.1",
 	"localhost",
 	"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
 	"karmada-aggregated-apiserver.karmada-system.svc",
@@ -70,152 +71,74 @@ func GeneratePKI(dir string) (*PKI, error) {
 	if err := os.MkdirAll(p.WebhookCertDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pki dir: %w", err)
 	}
-	now := time.Now().Add(-time.Hour) // tolerate small clock differences between processes
-	caKey, err := newKey()
+	ca, err := servingcert.NewCA("lbfed-localup-ca", 10*365*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "lbfed-localup-ca"},
-		NotBefore:             now,
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, caCert, err := sign(caTmpl, caKey, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("create CA: %w", err)
-	}
-	p.caPEM = pemCert(caDER)
-	if err := writePair(p.CACert, p.CAKey, caDER, caKey); err != nil {
-		return nil, err
-	}
-
-	leaf := func(cn string, orgs []string, usages []x509.ExtKeyUsage) *x509.Certificate {
-		return &x509.Certificate{
-			Subject:     pkix.Name{CommonName: cn, Organization: orgs},
-			NotBefore:   now,
-			NotAfter:    now.Add(10 * 365 * 24 * time.Hour),
-			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage: usages,
-		}
-	}
-	serving := leaf("lbfed-localup-serving", nil, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth})
-	serving.DNSNames = servingDNSNames
-	serving.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 96, 0, 1)}
-
-	for _, c := range []struct {
-		tmpl      *x509.Certificate
-		cert, key string
-		keep      func(certPEM, keyPEM []byte)
-	}{
-		{tmpl: serving, cert: p.ServingCert, key: p.ServingKey},
-		{
-			tmpl: leaf("lbfed-localup-admin", []string{"system:masters"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
-			cert: p.AdminCert, key: p.AdminKey,
-			keep: func(c, k []byte) { p.adminCertPEM, p.adminKeyPEM = c, k },
-		},
-		{
-			tmpl: leaf("front-proxy-client", nil, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}),
-			cert: p.FrontProxyCert, key: p.FrontProxyKey,
-		},
-	} {
-		key, err := newKey()
-		if err != nil {
-			return nil, err
-		}
-		der, _, err := sign(c.tmpl, key, caCert, caKey)
-		if err != nil {
-			return nil, fmt.Errorf("sign %s: %w", c.tmpl.Subject.CommonName, err)
-		}
-		if err := writePair(c.cert, c.key, der, key); err != nil {
-			return nil, err
-		}
-		if c.keep != nil {
-			keyPEM, err := pemKey(key)
-			if err != nil {
-				return nil, err
-			}
-			c.keep(pemCert(der), keyPEM)
-		}
-	}
-	// karmada-webhook and controller-runtime webhook servers read tls.crt/tls.key from a folder.
-	for src, dst := range map[string]string{p.ServingCert: "tls.crt", p.ServingKey: "tls.key"} {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return nil, fmt.Errorf("copy serving pair: %w", err)
-		}
-		if err := os.WriteFile(filepath.Join(p.WebhookCertDir, dst), b, 0o600); err != nil {
-			return nil, fmt.Errorf("copy serving pair: %w", err)
-		}
-	}
-
-	saKey, err := newKey()
+	caKey, err := ca.KeyPEM()
 	if err != nil {
 		return nil, err
 	}
-	saKeyPEM, err := pemKey(saKey)
+	p.ca, p.caPEM = ca, ca.PEM
+	if err := writePair(p.CACert, p.CAKey, ca.PEM, caKey); err != nil {
+		return nil, err
+	}
+	if err := p.issueServing(servingHosts); err != nil {
+		return nil, err
+	}
+	admin := pkix.Name{CommonName: "lbfed-localup-admin", Organization: []string{"system:masters"}}
+	if p.adminCertPEM, p.adminKeyPEM, err = ca.IssueTo(admin, nil, x509.ExtKeyUsageClientAuth); err != nil {
+		return nil, err
+	}
+	if err := writePair(p.AdminCert, p.AdminKey, p.adminCertPEM, p.adminKeyPEM); err != nil {
+		return nil, err
+	}
+	proxyCert, proxyKey, err := ca.Issue("front-proxy-client", nil, x509.ExtKeyUsageClientAuth)
 	if err != nil {
 		return nil, err
 	}
-	pubDER, err := x509.MarshalPKIXPublicKey(saKey.Public())
-	if err != nil {
-		return nil, fmt.Errorf("encode service-account public key: %w", err)
+	if err := writePair(p.FrontProxyCert, p.FrontProxyKey, proxyCert, proxyKey); err != nil {
+		return nil, err
 	}
-	if err := os.WriteFile(p.ServiceAccountKey, saKeyPEM, 0o600); err != nil {
-		return nil, fmt.Errorf("write service-account key: %w", err)
-	}
-	if err := os.WriteFile(p.ServiceAccountPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
-		return nil, fmt.Errorf("write service-account key: %w", err)
+	if err := p.writeServiceAccountKey(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
-func newKey() (*ecdsa.PrivateKey, error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate key: %w", err)
-	}
-	return k, nil
-}
-
-// sign issues tmpl for key's public half; a nil parent self-signs.
-func sign(tmpl *x509.Certificate, key *ecdsa.PrivateKey, parent *x509.Certificate, parentKey crypto.Signer) ([]byte, *x509.Certificate, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl.SerialNumber = serial
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	return der, cert, err
-}
-
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func pemKey(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
-}
-
-func writePair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) error {
-	keyPEM, err := pemKey(key)
+// issueServing writes a serving pair for hosts as ServingCert/ServingKey and into WebhookCertDir
+// as tls.crt/tls.key, the names karmada-webhook and controller-runtime webhook servers read.
+func (p *PKI) issueServing(hosts []string) error {
+	crt, key, err := p.ca.Issue("lbfed-localup-serving", hosts, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(certPath, pemCert(der), 0o644); err != nil {
+	if err := writePair(p.ServingCert, p.ServingKey, crt, key); err != nil {
+		return err
+	}
+	return writePair(filepath.Join(p.WebhookCertDir, "tls.crt"), filepath.Join(p.WebhookCertDir, "tls.key"), crt, key)
+}
+
+func (p *PKI) writeServiceAccountKey() error {
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generate service-account key: %w", err)
+	}
+	der, err := x509.MarshalECPrivateKey(saKey)
+	if err != nil {
+		return fmt.Errorf("encode service-account key: %w", err)
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(saKey.Public())
+	if err != nil {
+		return fmt.Errorf("encode service-account public key: %w", err)
+	}
+	return writePair(p.ServiceAccountPub, p.ServiceAccountKey,
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}))
+}
+
+func writePair(certPath, keyPath string, certPEM, keyPEM []byte) error {
+	if err := os.WriteFile(certPath, certPEM, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", certPath, err)
 	}
 	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
@@ -228,61 +151,18 @@ func writePair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) erro
 // written into dir, with ips added to the usual SANs: for a cluster in its own network
 // namespace, reached at addresses other than 127.0.0.1. The CA and client pairs are shared.
 func (p *PKI) withServingIPs(dir string, ips ...net.IP) (*PKI, error) {
-	caCert, caKey, err := p.loadCA()
-	if err != nil {
-		return nil, err
-	}
 	q := *p
 	q.ServingCert, q.ServingKey = filepath.Join(dir, "serving.crt"), filepath.Join(dir, "serving.key")
 	q.WebhookCertDir = filepath.Join(dir, "webhook")
 	if err := os.MkdirAll(q.WebhookCertDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create pki dir: %w", err)
 	}
-	now := time.Now().Add(-time.Hour)
-	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "lbfed-localup-serving"},
-		NotBefore:   now,
-		NotAfter:    now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    servingDNSNames,
-		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 96, 0, 1)}, ips...),
+	hosts := append([]string(nil), servingHosts...)
+	for _, ip := range ips {
+		hosts = append(hosts, ip.String())
 	}
-	key, err := newKey()
-	if err != nil {
+	if err := q.issueServing(hosts); err != nil {
 		return nil, err
 	}
-	der, _, err := sign(tmpl, key, caCert, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("sign serving certificate: %w", err)
-	}
-	for _, pair := range [][2]string{{q.ServingCert, q.ServingKey}, {filepath.Join(q.WebhookCertDir, "tls.crt"), filepath.Join(q.WebhookCertDir, "tls.key")}} {
-		if err := writePair(pair[0], pair[1], der, key); err != nil {
-			return nil, err
-		}
-	}
 	return &q, nil
-}
-
-func (p *PKI) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	block, _ := pem.Decode(p.caPEM)
-	if block == nil {
-		return nil, nil, errors.New("load CA: no certificate")
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load CA: %w", err)
-	}
-	b, err := os.ReadFile(p.CAKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load CA key: %w", err)
-	}
-	if block, _ = pem.Decode(b); block == nil {
-		return nil, nil, errors.New("load CA key: no PEM block")
-	}
-	key, err := x509.ParseECPrivateKey(block.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("load CA key: %w", err)
-	}
-	return cert, key, nil
 }

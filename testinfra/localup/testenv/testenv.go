@@ -114,22 +114,32 @@ func printLogTails(procs []*localup.Process) {
 // Cluster returns the package's shared cluster, starting it on first use.
 func Cluster(t testing.TB) *localup.Cluster {
 	t.Helper()
+	startOnce(t, func(log logr.Logger) (err error) {
+		opts := env.clusterOpts
+		if opts.Logger.GetSink() == nil {
+			opts.Logger = log
+		}
+		env.cluster, err = localup.StartCluster(context.Background(), opts)
+		return err
+	})
+	if env.cluster == nil {
+		t.Fatal("testenv: this package's TestMain started a topology, not a plain cluster")
+	}
+	return env.cluster
+}
+
+// startOnce runs start, the package's one environment start, on first use; every caller gets
+// its error.
+func startOnce(t testing.TB, start func(logr.Logger) error) {
+	t.Helper()
 	env.mu.Lock()
 	defer env.mu.Unlock()
 	mustHaveMain(t)
 	if !env.started {
 		env.started = true
-		opts := env.clusterOpts
-		if opts.Logger.GetSink() == nil {
-			opts.Logger = logger()
-		}
-		env.cluster, env.err = localup.StartCluster(context.Background(), opts)
+		env.err = start(logger())
 	}
 	check(t, env.err)
-	if env.cluster == nil {
-		t.Fatal("testenv: this package's TestMain started a topology, not a plain cluster")
-	}
-	return env.cluster
 }
 
 // Config returns a new admin *rest.Config for the package's shared cluster.
@@ -149,18 +159,14 @@ func FreePort(t testing.TB) int {
 // Topology returns the package's shared Karmada topology, starting it on first use.
 func Topology(t testing.TB) *localup.Topology {
 	t.Helper()
-	env.mu.Lock()
-	defer env.mu.Unlock()
-	mustHaveMain(t)
-	if !env.started {
-		env.started = true
+	startOnce(t, func(log logr.Logger) (err error) {
 		opts := env.topoOpts
 		if opts.Logger.GetSink() == nil {
-			opts.Logger = logger()
+			opts.Logger = log
 		}
-		env.topology, env.err = localup.StartTopology(context.Background(), opts)
-	}
-	check(t, env.err)
+		env.topology, err = localup.StartTopology(context.Background(), opts)
+		return err
+	})
 	if env.topology == nil {
 		t.Fatal("testenv: this package's TestMain started a plain cluster, not a topology")
 	}
