@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
-	"github.com/lbfed/lbfed/elb/bfe"
 	"github.com/lbfed/lbfed/testinfra/deploy"
 	"github.com/lbfed/lbfed/testinfra/localup"
 )
@@ -100,9 +98,9 @@ func TestFederatedBFE(t *testing.T) {
 	w.ex = deploy.Example{Namespace: "e2e-bfe"}
 	const host = "web.bfe.test"
 	b := w.startBFE(bin, "bfe-e2e")
-	httpAddr, driverAddr := b.HTTPAddr, b.DriverAddr
+	httpAddr := b.HTTPAddr
 
-	objs, err := localup.DecodeManifests([]byte(fmt.Sprintf(bfeExample, w.ex.Namespace, "https://"+driverAddr, host, deploy.DriverYAML(w.ex.Namespace, "bfe", "https://"+driverAddr, ""))))
+	objs, err := localup.DecodeManifests([]byte(fmt.Sprintf(bfeExample, w.ex.Namespace, b.DriverURL, host, deploy.DriverYAML(w.ex.Namespace, "bfe", b.DriverURL, ""))))
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, obj := range objs {
 		g.Expect(deploy.Apply(w.ctx, w.karmada, obj)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
@@ -152,53 +150,10 @@ func TestFederatedBFE(t *testing.T) {
 		"the BFE route is created once for both members")
 }
 
-// bfeFrontEnd is a real BFE on loopback with its driver, elb-driver --backend=bfe.
-type bfeFrontEnd struct {
-	// HTTPAddr is BFE's HTTP listener (on bfeAddress); DriverAddr is the driver's webhook
-	// server (mutual TLS with lbfed-controller, as deploy.DriverServerArgs sets it up).
-	HTTPAddr, DriverAddr string
-}
-
 // startBFE runs BFE (the binary bin) and its driver as processes of the topology, named after
-// name, with their files under the topology's folder name, and waits until both serve.
-func (w *world) startBFE(bin, name string) bfeFrontEnd {
-	g := w.g
-	ports, err := localup.FreePorts(5)
-	g.Expect(err).NotTo(HaveOccurred())
-	addr := func(i int) string { return fmt.Sprintf("%s:%d", bfeAddress, ports[i]) }
-	httpAddr, monitorAddr, driverAddr, driverMetrics := addr(0), addr(2), addr(3), addr(4)
-
-	// elb-driver first: it writes the store's first version, which bfe.conf names.
-	root := filepath.Join(w.topo.Dir(), name)
-	dataDir := filepath.Join(root, "lbfed")
-	g.Expect(os.MkdirAll(root, 0o755)).To(Succeed())
-	auth, err := lbfed.DriverServerArgs("elb-driver-" + name) // mutual TLS with lbfed-controller
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: "elb-driver-" + name, Path: filepath.Join(w.topo.Dir(), "lbfed-bin", "elb-driver"),
-		Tier: localup.TierClient, Args: append([]string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
-			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}, auth...)})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }, wait, 200*time.Millisecond).Should(Succeed())
-
-	// bfe.conf listens on 127.0.0.1, which is bfeAddress.
-	g.Expect(bfe.WriteLoopbackRoot(root, ports[0], ports[1], ports[2], dataDir)).To(Succeed())
-	_, err = w.topo.StartProcess(localup.ProcessSpec{Name: name, Path: bin, Dir: root, Tier: localup.TierClient,
-		Args: []string{"-c", root, "-l", filepath.Join(root, "log")}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Eventually(func() error { return httpOK("http://" + monitorAddr + "/monitor/host_table_version") }, wait, 200*time.Millisecond).Should(Succeed())
-	// The driver is healthy once BFE's monitor answers.
-	g.Eventually(func() error { return httpOK("http://" + driverMetrics + "/healthz") }, wait, 200*time.Millisecond).Should(Succeed())
-	return bfeFrontEnd{HTTPAddr: httpAddr, DriverAddr: driverAddr}
-}
-
-func httpOK(url string) error {
-	rsp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	rsp.Body.Close()
-	if rsp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, rsp.Status)
-	}
-	return nil
+// name; BFE listens on 127.0.0.1, which is bfeAddress.
+func (w *world) startBFE(bin, name string) *deploy.BFE {
+	b, err := lbfed.StartBFE(w.ctx, w.topo, bin, name)
+	w.g.Expect(err).NotTo(HaveOccurred())
+	return b
 }

@@ -27,7 +27,7 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/testinfra/deploy"
 	"github.com/lbfed/lbfed/testinfra/localup"
-	"github.com/lbfed/lbfed/testinfra/localup/podresponder"
+	"github.com/lbfed/lbfed/testinfra/traffic"
 )
 
 // Issue 12: a control-plane fault never becomes a data-plane outage. The members run in network
@@ -47,89 +47,12 @@ const (
 )
 
 // loadInterval is the pause between two requests through the VIP.
-const loadInterval = 20 * time.Millisecond
+const loadInterval = traffic.Interval
 
-// load sends one request through the VIP every loadInterval until stopped, at most max long.
-type load struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	mu       sync.Mutex
-	sent     int
-	failed   int
-	byMember map[string]int
-	failures []string // the first few
-}
-
-func (w *world) startLoad(max time.Duration) *load {
-	ctx, cancel := context.WithTimeout(context.Background(), max)
-	l := &load{cancel: cancel, done: make(chan struct{}), byMember: map[string]int{}}
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := fmt.Sprintf("http://%s:%d/", w.ex.VIP, w.ex.Port)
-	limit := int(max/loadInterval) + 1 // bounded in count as well as in time
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(loadInterval)
-		defer tick.Stop()
-		for i := 0; i < limit; i++ {
-			member, err := get(ctx, hc, url)
-			if ctx.Err() != nil {
-				return
-			}
-			l.mu.Lock()
-			l.sent++
-			if err != nil {
-				l.failed++
-				if len(l.failures) < 5 {
-					l.failures = append(l.failures, time.Now().Format("15:04:05.000")+" "+err.Error())
-				}
-			} else {
-				l.byMember[member]++
-			}
-			l.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return l
-}
-
-func get(ctx context.Context, hc *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	rsp, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer rsp.Body.Close()
-	var a podresponder.Answer
-	if err := json.NewDecoder(rsp.Body).Decode(&a); err != nil || rsp.StatusCode != http.StatusOK || a.Cluster == "" {
-		return "", fmt.Errorf("HTTP %d, answer %+v, %v", rsp.StatusCode, a, err)
-	}
-	return a.Cluster, nil
-}
-
-type loadResult struct {
-	Sent, Failed int
-	ByMember     map[string]int
-	Failures     []string
-}
-
-func (r loadResult) String() string {
-	return fmt.Sprintf("%d requests, %d failed, by member %v, first failures %q", r.Sent, r.Failed, r.ByMember, r.Failures)
-}
-
-func (l *load) stop() loadResult {
-	l.cancel()
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return loadResult{Sent: l.sent, Failed: l.failed, ByMember: l.byMember, Failures: l.failures}
+// startLoad sends one request through the example's VIP every loadInterval until stopped, at
+// most max long.
+func (w *world) startLoad(max time.Duration) *traffic.Load {
+	return traffic.Start(fmt.Sprintf("http://%s:%d/", w.ex.VIP, w.ex.Port), loadInterval, max)
 }
 
 // deviceIPs lists the real servers of the simulated pair's master unit, without asserting.
@@ -347,7 +270,7 @@ func TestFailStatic(t *testing.T) {
 		const cut = 3 * time.Minute
 		l := w.startLoad(cut + 4*time.Minute)
 		s := w.startSampler(cut + 4*time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		defer s.stop()
 		start := time.Now()
 		defer w.restore("m1", "m2")
@@ -367,7 +290,7 @@ func TestFailStatic(t *testing.T) {
 		restored := time.Now()
 		w.restore("m1", "m2")
 		w.settled(g)
-		samples, res := s.stop(), l.stop()
+		samples, res := s.stop(), l.Stop()
 		t.Logf("both members cut for %s (Karmada saw both NotReady after %s); %s; %d samples of the device; at the end of the cut: members %v, FailStatic=%q",
 			cut, notReady.Round(time.Second), res, len(samples), states, failStatic)
 		g.Expect(res.Failed).To(BeZero(), "no request fails while the control plane cannot see the members")
@@ -416,7 +339,7 @@ func TestFailStatic(t *testing.T) {
 		g := NewWithT(t)
 		w.settled(g)
 		l := w.startLoad(6 * time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		m1, m2 := w.registered("m1"), w.registered("m2")
 		start := time.Now()
 		defer w.restore("m1")
@@ -481,7 +404,7 @@ func TestFailStatic(t *testing.T) {
 		restored := time.Since(back)
 		// Keep watching a little: a late stale report must not bring the old IP back either.
 		time.Sleep(2 * grace)
-		samples, res := s.stop(), l.stop()
+		samples, res := s.stop(), l.Stop()
 		t.Logf("m1 back: its backends restored %s after the link came back; %s; %d samples", restored.Round(time.Second), res, len(samples))
 		g.Expect(samples).NotTo(BeEmpty())
 		for _, smp := range samples {
@@ -501,7 +424,7 @@ func TestFailStatic(t *testing.T) {
 		before := map[string][]string{"m1": w.registered("m1"), "m2": w.registered("m2")}
 		l := w.startLoad(5 * time.Minute)
 		s := w.startSampler(5 * time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		defer s.stop()
 		rb := &unstructured.Unstructured{}
 		rb.SetGroupVersionKind(schema.GroupVersionKind{Group: "work.karmada.io", Version: "v1alpha2", Kind: "ResourceBinding"})
@@ -536,7 +459,7 @@ func TestFailStatic(t *testing.T) {
 		recreated := time.Since(gone)
 		// The federation acts on the new binding: the pod added meanwhile is registered.
 		w.settled(g)
-		samples, res := s.stop(), l.stop()
+		samples, res := s.stop(), l.Stop()
 		t.Logf("binding gone for %s; %s; %d samples", recreated.Round(time.Second), res, len(samples))
 		g.Expect(samples).NotTo(BeEmpty())
 		for _, smp := range samples {

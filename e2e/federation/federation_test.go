@@ -65,23 +65,32 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// pause stops (SIGSTOP) the named processes of the topology; the returned func resumes them and
+// is safe to call twice.
+func (w *world) pause(names ...string) (resume func()) {
+	for _, n := range names {
+		w.g.Expect(syscall.Kill(w.process(n).PID(), syscall.SIGSTOP)).To(Succeed(), "pause %s", n)
+	}
+	resumed := false
+	return func() {
+		if resumed {
+			return
+		}
+		resumed = true
+		for _, n := range names {
+			if err := syscall.Kill(w.process(n).PID(), syscall.SIGCONT); err != nil {
+				w.t.Errorf("resume %s: %v", n, err)
+			}
+		}
+	}
+}
+
 // readyPods returns "ip:port" of the example's Ready pods in a member.
 func (w *world) readyPods(member string) []string {
-	list := &corev1.PodList{}
-	if err := w.members[member].List(w.ctx, list, client.InNamespace(w.ex.Namespace), client.MatchingLabels{"app": "web"}); err != nil {
+	out, err := deploy.ReadyBackends(w.ctx, w.members[member], w.ex.Namespace)
+	if err != nil {
 		return nil
 	}
-	var out []string
-	for _, p := range list.Items {
-		ready := false
-		for _, c := range p.Status.Conditions {
-			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
-		}
-		if ready && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			out = append(out, p.Status.PodIP+":8080")
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 
@@ -423,18 +432,11 @@ spec:
 
 	t.Run("a member whose API server stops is deregistered after the grace period, and comes back", func(t *testing.T) {
 		g := NewWithT(t)
-		apiserver := w.process("m2-apiserver")
-		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGSTOP)).To(Succeed())
-		stopped := true
-		defer func() {
-			if stopped {
-				_ = syscall.Kill(apiserver.PID(), syscall.SIGCONT)
-			}
-		}()
+		resume := w.pause("m2-apiserver")
+		defer resume()
 		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments("m2").Should(BeEmpty())
 		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(haveKeys(others("m2")...), Not(HaveKey("m2"))))
-		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGCONT)).To(Succeed())
-		stopped = false
+		resume()
 		g.Eventually(func(g Gomega) {
 			heal(g, "m2")
 			matches("m2")(g)
@@ -453,19 +455,12 @@ spec:
 		g := NewWithT(t)
 		name := pull.Name()
 		g.Expect(w.registered(name)).NotTo(BeEmpty())
-		agent := w.process("karmada-agent-" + name)
-		g.Expect(syscall.Kill(agent.PID(), syscall.SIGSTOP)).To(Succeed())
-		stopped := true
-		defer func() {
-			if stopped {
-				_ = syscall.Kill(agent.PID(), syscall.SIGCONT)
-			}
-		}()
+		resume := w.pause("karmada-agent-" + name)
+		defer resume()
 		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments(name).Should(BeEmpty())
 		g.Expect(w.readyPods(name)).NotTo(BeEmpty(), "the member itself runs on: only its agent stopped")
 		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(haveKeys(others(name)...), Not(HaveKey(name))))
-		g.Expect(syscall.Kill(agent.PID(), syscall.SIGCONT)).To(Succeed())
-		stopped = false
+		resume()
 		g.Eventually(func(g Gomega) {
 			heal(g, name)
 			matches(name)(g)

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"text/template"
 	"time"
@@ -233,18 +232,11 @@ spec:
 
 	t.Run("a member whose API server stops is withdrawn after the grace period, as for BackendGroups", func(t *testing.T) {
 		g := NewWithT(t)
-		apiserver := w.process("m2-apiserver")
-		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGSTOP)).To(Succeed())
-		stopped := true
-		defer func() {
-			if stopped {
-				_ = syscall.Kill(apiserver.PID(), syscall.SIGCONT)
-			}
-		}()
+		resume := w.pause("m2-apiserver")
+		defer resume()
 		g.Eventually(w.registered, 3*time.Minute, time.Second).WithArguments("m2").Should(BeEmpty())
 		g.Eventually(func() map[string]int { return w.clustersBehindVIP(20) }, wait, time.Second).Should(And(HaveKey("m1"), Not(HaveKey("m2"))))
-		g.Expect(syscall.Kill(apiserver.PID(), syscall.SIGCONT)).To(Succeed())
-		stopped = false
+		resume()
 		// As in TestFederatedLoadBalancing: kwok does not re-report pods the node lifecycle
 		// controller marked NotReady meanwhile; do it in its place.
 		g.Eventually(func(g Gomega) {

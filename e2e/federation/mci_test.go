@@ -216,7 +216,7 @@ func TestMultiClusterIngress(t *testing.T) {
 
 	var manifest strings.Builder
 	g.Expect(mciApp.Execute(&manifest, map[string]any{"Namespace": w.ex.Namespace, "Members": members, "Services": services,
-		"Driver": deploy.MCIDriver, "DriverURL": "https://" + b.DriverAddr, "Class": deploy.MCIIngressClass})).To(Succeed())
+		"Driver": deploy.MCIDriver, "DriverURL": b.DriverURL, "Class": deploy.MCIIngressClass})).To(Succeed())
 	for _, doc := range strings.Split(manifest.String(), "\n---\n") {
 		obj := &unstructured.Unstructured{}
 		g.Expect(yaml.Unmarshal([]byte(doc), &obj.Object)).To(Succeed())

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,26 +25,6 @@ import (
 // controller finds every node lease stale, marks the nodes NotReady and clears Ready on their
 // pods (MarkPodsNotReady) while the pods keep serving; the kubelets assert Ready again once they
 // are heard. Every scenario runs under load through the VIP and counts failed requests.
-
-// pause stops (SIGSTOP) the named processes of the topology; the returned func resumes them and
-// is safe to call twice.
-func (w *world) pause(names ...string) (resume func()) {
-	for _, n := range names {
-		w.g.Expect(syscall.Kill(w.process(n).PID(), syscall.SIGSTOP)).To(Succeed(), "pause %s", n)
-	}
-	resumed := false
-	return func() {
-		if resumed {
-			return
-		}
-		resumed = true
-		for _, n := range names {
-			if err := syscall.Kill(w.process(n).PID(), syscall.SIGCONT); err != nil {
-				w.t.Errorf("resume %s: %v", n, err)
-			}
-		}
-	}
-}
 
 // readinessSeen is what a test saw of the pods' readiness and of the federation's answer to it.
 type readinessSeen struct {
@@ -138,7 +117,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		w.settled(g)
 		const paused, after = 150 * time.Second, time.Minute
 		l := w.startLoad(paused + after + 4*time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		watch := w.watchReadiness("m1", "m2")
 		resume := w.pause("m1-apiserver", "m2-apiserver")
 		defer resume()
@@ -164,7 +143,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		if back == 0 {
 			back = time.Since(resumed)
 		}
-		res := l.stop()
+		res := l.Stop()
 		t.Logf("both members' API servers paused %s; %s; Karmada saw both lost: %v; pods marked not Ready by their node controllers: %v (seen %s after the resume), reported unobserved: %v; every pod Ready and registered again %s after the resume",
 			paused, res, lost, seen.markedNotReady, marked.Round(time.Second), seen.unobserved, back.Round(time.Second))
 		g.Expect(lost).To(BeTrue(), "Karmada lost both members while paused")
@@ -181,7 +160,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		// then the grace period runs.
 		const paused = 150 * time.Second
 		l := w.startLoad(paused + 5*time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		resume := w.pause("m1-apiserver")
 		defer resume()
 		var withdrawn bool
@@ -192,7 +171,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		resumed := time.Now()
 		w.settled(g)
 		back := time.Since(resumed)
-		res := l.stop()
+		res := l.Stop()
 		t.Logf("m1's API server paused %s; %s; m1 withdrawn while paused: %v; all Ready pods registered again %s after the resume", paused, res, withdrawn, back.Round(time.Second))
 		g.Expect(withdrawn).To(BeTrue(), "FailStatic withdraws the lost member while another serves")
 		g.Expect(res.Failed).To(BeZero())
@@ -205,7 +184,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		const stopped = 2 * time.Minute
 		before := w.registered("m1")
 		l := w.startLoad(stopped + 5*time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		s := w.startSampler(stopped + time.Minute)
 		defer s.stop()
 		watch := w.watchReadiness("m1")
@@ -216,7 +195,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		resumed := time.Now()
 		w.settled(g)
 		back := time.Since(resumed)
-		seen, samples, res := watch(), s.stop(), l.stop()
+		seen, samples, res := watch(), s.stop(), l.Stop()
 		// How long m1's backends stayed on the device once its pods were marked not Ready.
 		var kept, gone time.Time
 		for _, smp := range samples {
@@ -241,7 +220,7 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		g := NewWithT(t)
 		w.settled(g)
 		l := w.startLoad(5 * time.Minute)
-		defer l.stop()
+		defer l.Stop()
 		// The pod responder stops answering for a pod whose containers are not ready, as a
 		// process failing its readiness probe may: requests to m1 fail until the device stops
 		// sending to it.
@@ -252,12 +231,12 @@ func TestMemberControlPlaneOutage(t *testing.T) {
 		out := time.Since(failed)
 		g.Expect(w.conditionStatus(lbcfv1beta1.BackendGroupReadinessPanic)).NotTo(Equal("True"), "half of the pods is not a collapse")
 		time.Sleep(5 * time.Second)
-		mid := l.stop()
+		mid := l.Stop()
 		l2 := w.startLoad(5 * time.Minute)
-		defer l2.stop()
+		defer l2.Stop()
 		w.setContainersReady("m1", true)
 		w.settled(g)
-		res := l2.stop()
+		res := l2.Stop()
 		t.Logf("m1's pods' containers not ready: withdrawn %s later; %s; after their return: %s", out.Round(100*time.Millisecond), mid, res)
 		g.Expect(out).To(BeNumerically("<", 10*time.Second), "withdrawn as before the panic threshold: at once")
 		g.Expect(mid.Failed).To(BeNumerically("<=", int((out+2*time.Second)/loadInterval)), "failures only until the withdrawal reached the device")

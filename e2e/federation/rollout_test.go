@@ -23,6 +23,7 @@ import (
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/testinfra/deploy"
 	"github.com/lbfed/lbfed/testinfra/devicestate"
+	"github.com/lbfed/lbfed/testinfra/traffic"
 )
 
 // Issue 15: rollouts across clusters drop no request. The simulated Alteon is faithful (no
@@ -105,14 +106,14 @@ func (w *rolloutWorld) restart() {
 }
 
 // underLoad runs f with load through the VIP and returns the load's result and f's duration.
-func (w *rolloutWorld) underLoad(f func()) (loadResult, time.Duration) {
+func (w *rolloutWorld) underLoad(f func()) (traffic.Result, time.Duration) {
 	l := w.startLoad(10 * time.Minute)
 	time.Sleep(2 * time.Second) // load running before the change
 	start := time.Now()
 	f()
 	took := time.Since(start)
 	time.Sleep(2 * time.Second)
-	r := l.stop()
+	r := l.Stop()
 	w.g.Expect(r.Sent).To(BeNumerically(">", 100), "the load ran")
 	w.g.Expect(r.ByMember).To(And(HaveKey("m1"), HaveKey("m2")), "both members served during the test")
 	return r, took
@@ -358,11 +359,11 @@ func TestZeroDowntimeRollouts(t *testing.T) {
 		killed := time.Now()
 		// Device defaults: failed after 4 checks 2 s apart; then nothing fails any more.
 		time.Sleep(12 * time.Second)
-		first := l.stop()
+		first := l.Stop()
 		window := time.Since(killed)
 		l = w.startLoad(5 * time.Minute)
 		time.Sleep(10 * time.Second)
-		after := l.stop()
+		after := l.Stop()
 		w.annotatePod("m1", victim.Name, "")
 		figures["(e) process gone, until failed by the health check"] = fmt.Sprintf("%s (the %s after the kill)", first, window.Round(100*time.Millisecond))
 		figures["(e) process gone, afterwards"] = after.String()

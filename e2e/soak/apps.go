@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -236,20 +235,5 @@ func (a *App) want(into Want, ready map[string][]string) {
 
 // readyPods returns "ip:8080" of the app's Ready pods (not terminating) in one member.
 func readyPods(ctx context.Context, c client.Client, ns string) ([]string, error) {
-	list := &corev1.PodList{}
-	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "web"}); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, p := range list.Items {
-		ready := false
-		for _, c := range p.Status.Conditions {
-			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
-		}
-		if ready && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			out = append(out, p.Status.PodIP+":8080")
-		}
-	}
-	sort.Strings(out)
-	return out, nil
+	return deploy.ReadyBackends(ctx, c, ns)
 }

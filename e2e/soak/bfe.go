@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/lbfed/lbfed/elb/bfe"
 	"github.com/lbfed/lbfed/elb/bfe/bfeconf"
@@ -26,52 +22,23 @@ const (
 
 // BFE is a real BFE on loopback with its driver (elb-driver --backend=bfe).
 type BFE struct {
-	HTTPAddr, DriverURL string
-	store               *bfe.Store
-	monitor             *bfe.Monitor
+	*deploy.BFE
+	store   *bfe.Store
+	monitor *bfe.Monitor
 }
 
 // StartBFE runs BFE (binary bin) and its driver as processes of the topology, as e2e/federation
 // does, and waits until both serve.
 func StartBFE(ctx context.Context, topo *localup.Topology, lbfed *deploy.Deployment, bin string) (*BFE, error) {
-	ports, err := localup.FreePorts(5)
+	b, err := lbfed.StartBFE(ctx, topo, bin, "bfe")
 	if err != nil {
 		return nil, err
 	}
-	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	httpAddr, monitorAddr, driverAddr, driverMetrics := addr(0), addr(2), addr(3), addr(4)
-	root := filepath.Join(topo.Dir(), "bfe")
-	dataDir := filepath.Join(root, "lbfed")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, err
-	}
-	auth, err := lbfed.DriverServerArgs("elb-driver-bfe")
+	store, err := bfe.OpenStore(b.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := topo.StartProcess(localup.ProcessSpec{Name: "elb-driver-bfe", Path: filepath.Join(topo.Dir(), "lbfed-bin", "elb-driver"),
-		Tier: localup.TierClient, Args: append([]string{"--backend=bfe", "--bfe-data-dir=" + dataDir, "--bfe-monitor-url=http://" + monitorAddr,
-			"--listen=" + driverAddr, "--metrics-listen=" + driverMetrics}, auth...)}); err != nil {
-		return nil, err
-	}
-	if err := until(ctx, time.Minute, func() error { _, err := os.Stat(filepath.Join(dataDir, "current")); return err }); err != nil {
-		return nil, fmt.Errorf("bfe driver: %w", err)
-	}
-	if err := bfe.WriteLoopbackRoot(root, ports[0], ports[1], ports[2], dataDir); err != nil {
-		return nil, err
-	}
-	if _, err := topo.StartProcess(localup.ProcessSpec{Name: "bfe", Path: bin, Dir: root, Tier: localup.TierClient,
-		Args: []string{"-c", root, "-l", filepath.Join(root, "log")}}); err != nil {
-		return nil, err
-	}
-	if err := until(ctx, time.Minute, func() error { return getOK("http://" + driverMetrics + "/healthz") }); err != nil {
-		return nil, fmt.Errorf("bfe: %w", err)
-	}
-	store, err := bfe.OpenStore(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	return &BFE{HTTPAddr: httpAddr, DriverURL: "https://" + driverAddr, store: store, monitor: &bfe.Monitor{BaseURL: "http://" + monitorAddr}}, nil
+	return &BFE{BFE: b, store: store, monitor: &bfe.Monitor{BaseURL: b.MonitorURL}}, nil
 }
 
 // Objects are the first app's BFE route: its driver, the LoadBalancer, a group of the app's pods
@@ -139,31 +106,4 @@ func (b *BFE) Unit(ctx context.Context) (Unit, error) {
 		SortMembers(u.Members[bfeService])
 	}
 	return u, nil
-}
-
-func until(ctx context.Context, d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func getOK(url string) error {
-	rsp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	rsp.Body.Close()
-	if rsp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, rsp.Status)
-	}
-	return nil
 }

@@ -2,9 +2,7 @@ package soak
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,11 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lbfed/lbfed/testinfra/localup/podresponder"
+	"github.com/lbfed/lbfed/testinfra/traffic"
 )
 
 // Interval is the pause between two requests through one VIP (issue 46: one every 20 ms).
-const Interval = 20 * time.Millisecond
+const Interval = traffic.Interval
 
 // Traffic sends one request every Interval through each enabled VIP, a new connection each (an
 // L4 balancer sends a whole connection to one backend), and records every request that no pod
@@ -41,7 +39,7 @@ type target struct{ on atomic.Bool }
 func NewTraffic() *Traffic {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Traffic{ctx: ctx, cancel: cancel, targets: map[string]*target{}, sent: map[string]int{},
-		hc: &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+		hc: traffic.Client()}
 }
 
 // Enable starts (or resumes) the load through vip ("ip:port", or "host@ip:port" for an L7 route).
@@ -114,10 +112,11 @@ func (t *Traffic) get(vip string) (reason string, err error) {
 	if routed {
 		req.Host = host
 	}
-	rsp, err := t.hc.Do(req)
-	if err != nil {
+	if _, err := traffic.Do(t.hc, req); err != nil {
 		var ne net.Error
 		switch {
+		case errors.Is(err, traffic.ErrBadAnswer):
+			return "bad answer", err
 		case errors.Is(err, syscall.ECONNREFUSED):
 			return "refused", err
 		case errors.Is(err, syscall.ECONNRESET), strings.Contains(err.Error(), "EOF"):
@@ -126,11 +125,6 @@ func (t *Traffic) get(vip string) (reason string, err error) {
 			return "timeout", err
 		}
 		return "error", err
-	}
-	defer rsp.Body.Close()
-	var a podresponder.Answer
-	if err := json.NewDecoder(rsp.Body).Decode(&a); err != nil || rsp.StatusCode != http.StatusOK || a.Cluster == "" {
-		return "bad answer", fmt.Errorf("HTTP %d, answer %+v, %v", rsp.StatusCode, a, err)
 	}
 	return "", nil
 }

@@ -9,10 +9,8 @@ package standalone_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
@@ -45,8 +43,8 @@ import (
 	"github.com/lbfed/lbfed/lbcf/driver"
 	"github.com/lbfed/lbfed/servingcert"
 	"github.com/lbfed/lbfed/testinfra/localup"
-	"github.com/lbfed/lbfed/testinfra/localup/podresponder"
 	"github.com/lbfed/lbfed/testinfra/localup/testenv"
+	"github.com/lbfed/lbfed/testinfra/traffic"
 )
 
 func TestMain(m *testing.M) {
@@ -109,71 +107,6 @@ func startLBCF(t *testing.T, g Gomega, ctx context.Context) {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-// load sends one request through the VIP every 20 ms until stopped.
-type load struct {
-	cancel        context.CancelFunc
-	done          chan struct{}
-	mu            sync.Mutex
-	sent, failed  int
-	firstFailures []string
-}
-
-func startLoad(url string) *load {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	l := &load{cancel: cancel, done: make(chan struct{})}
-	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	go func() {
-		defer close(l.done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for ctx.Err() == nil {
-			err := get(ctx, hc, url)
-			if ctx.Err() != nil {
-				return
-			}
-			l.mu.Lock()
-			l.sent++
-			if err != nil {
-				l.failed++
-				if len(l.firstFailures) < 5 {
-					l.firstFailures = append(l.firstFailures, time.Now().Format("15:04:05.000")+" "+err.Error())
-				}
-			}
-			l.mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-tick.C:
-			}
-		}
-	}()
-	return l
-}
-
-func get(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	rsp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer rsp.Body.Close()
-	var a podresponder.Answer
-	if err := json.NewDecoder(rsp.Body).Decode(&a); err != nil || rsp.StatusCode != http.StatusOK || a.Pod == "" {
-		return fmt.Errorf("HTTP %d, answer %+v, %v", rsp.StatusCode, a, err)
-	}
-	return nil
-}
-
-func (l *load) stop() (sent, failed int, first []string) {
-	l.cancel()
-	<-l.done
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.sent, l.failed, l.firstFailures
 }
 
 // watchPods records every change of the pods' IP, readiness, gate and deletion, with times.
@@ -261,10 +194,10 @@ func TestStandaloneRolloutDropsNothing(t *testing.T) {
 	}
 	g.Eventually(settled, 3*time.Minute, time.Second).Should(Succeed())
 	url := "http://" + vip + ":80/"
-	g.Eventually(func() error { return get(ctx, http.DefaultClient, url) }, time.Minute, 200*time.Millisecond).Should(Succeed())
+	g.Eventually(func() error { _, err := traffic.Get(ctx, traffic.Client(), url); return err }, time.Minute, 200*time.Millisecond).Should(Succeed())
 
 	timeline := watchPods(ctx, c, ns)
-	l := startLoad(url)
+	l := traffic.Start(url, traffic.Interval, 10*time.Minute)
 	time.Sleep(2 * time.Second)
 	start := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, start.Format(time.RFC3339Nano))
@@ -273,7 +206,8 @@ func TestStandaloneRolloutDropsNothing(t *testing.T) {
 	g.Eventually(settled, 5*time.Minute, time.Second).Should(Succeed())
 	took := time.Since(start)
 	time.Sleep(2 * time.Second)
-	sent, failed, first := l.stop()
+	res := l.Stop()
+	sent, failed, first := res.Sent, res.Failed, res.Failures
 	t.Logf("FIGURE (d) standalone gated rollout: %d requests, %d failed (first %q), rollout %s", sent, failed, first, took.Round(100*time.Millisecond))
 	if failed > 0 {
 		t.Logf("dropped by real server: %v", sim.Master().Dropped())

@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"text/template"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -137,4 +139,25 @@ func (e Example) Apply(ctx context.Context, karmada client.Client, d *Deployment
 		}
 	}
 	return nil
+}
+
+// ReadyBackends returns "ip:8080" of the example's Ready pods in namespace ns of one cluster
+// (not terminating), sorted: the addresses lbfed must have registered for that cluster.
+func ReadyBackends(ctx context.Context, c client.Reader, ns string) ([]string, error) {
+	list := &corev1.PodList{}
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "web"}); err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, p := range list.Items {
+		ready := false
+		for _, c := range p.Status.Conditions {
+			ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+		}
+		if ready && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			out = append(out, p.Status.PodIP+":8080")
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

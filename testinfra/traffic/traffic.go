@@ -8,6 +8,7 @@ package traffic
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -43,7 +44,7 @@ type Load struct {
 func Start(url string, interval, max time.Duration) *Load {
 	ctx, cancel := context.WithTimeout(context.Background(), max)
 	l := &Load{cancel: cancel, done: make(chan struct{}), byMember: map[string]int{}}
-	hc := &http.Client{Timeout: RequestTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	hc := Client()
 	go func() {
 		defer close(l.done)
 		tick := time.NewTicker(interval)
@@ -76,20 +77,34 @@ func Start(url string, interval, max time.Duration) *Load {
 
 // Get asks url once and returns who answered.
 func Get(ctx context.Context, hc *http.Client, url string) (podresponder.Answer, error) {
-	var a podresponder.Answer
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return a, err
+		return podresponder.Answer{}, err
 	}
+	return Do(hc, req)
+}
+
+// Do sends req (a GET through a VIP, its Host an L7 route's) and returns who answered: a
+// request fails unless a pod's responder answers it.
+func Do(hc *http.Client, req *http.Request) (podresponder.Answer, error) {
+	var a podresponder.Answer
 	rsp, err := hc.Do(req)
 	if err != nil {
 		return a, err
 	}
 	defer rsp.Body.Close()
-	if err := json.NewDecoder(rsp.Body).Decode(&a); err != nil || rsp.StatusCode != http.StatusOK || a.Cluster == "" {
-		return a, fmt.Errorf("HTTP %d, answer %+v, %v", rsp.StatusCode, a, err)
+	if err := json.NewDecoder(rsp.Body).Decode(&a); err != nil || rsp.StatusCode != http.StatusOK || a.Pod == "" {
+		return a, fmt.Errorf("%w: HTTP %d, answer %+v, %v", ErrBadAnswer, rsp.StatusCode, a, err)
 	}
 	return a, nil
+}
+
+// ErrBadAnswer is a request answered, but not by a pod's responder.
+var ErrBadAnswer = errors.New("not a pod's answer")
+
+// Client is the load's HTTP client: a new connection per request, RequestTimeout each.
+func Client() *http.Client {
+	return &http.Client{Timeout: RequestTimeout, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
 // Result is what a load saw.
