@@ -583,28 +583,18 @@ func (e *env) leaderFailover(figures map[string]string, how leaderLoss) {
 	for _, a := range addrs {
 		fmt.Fprintf(&static, "  - %q\n", a)
 	}
-	g.Expect(e.apply(e.karmada, fmt.Sprintf(`
-apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: radware, namespace: %[1]s}
-spec:
-  driverType: Webhook
-  url: %[2]s
-  webhooks:
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancer
-metadata: {name: churn-vip, namespace: %[1]s}
-spec:
-  lbDriver: radware
-  lbSpec: {vip: "%[3]s", port: "80", protocol: TCP, method: rr}
-`, ns, driverURL, vip))).To(Succeed())
+	// The demo's namespace, driver and LoadBalancer, on a VIP of its own.
+	var lbObjs []*unstructured.Unstructured
+	for _, u := range e.demo(&example{NS: ns, VIP: vip}, "backendgroup.yaml") {
+		switch u.GetKind() {
+		case "LoadBalancer":
+			u.SetName("churn-vip")
+			fallthrough
+		case "Namespace", "LoadBalancerDriver":
+			lbObjs = append(lbObjs, u)
+		}
+	}
+	g.Expect(e.applyObjects(e.karmada, lbObjs)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		lb := &lbcfv1beta1.LoadBalancer{}
 		g.Expect(e.karmada.Get(e.ctx, client.ObjectKey{Namespace: ns, Name: "churn-vip"}, lb)).To(Succeed())

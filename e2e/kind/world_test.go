@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"text/template"
 	"time"
 
 	. "github.com/onsi/gomega"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
+	"github.com/lbfed/lbfed/testinfra/deploy"
 	"github.com/lbfed/lbfed/testinfra/devicestate"
 	"github.com/lbfed/lbfed/testinfra/traffic"
 )
@@ -45,15 +45,14 @@ const (
 	driverRelease = "lbcf"
 	driverNS      = "lbfed-driver"
 	demoNS        = "demo"
-	driverURL     = "https://lbcf-elb-driver.lbfed-driver.svc:443"
 	simServerName = "alteon-sim.lbfed-driver.svc"
-	responder     = "lbfed/responder:e2e"
 	hostNode      = "lbfed-karmada-host-control-plane"
 )
 
 type env struct {
 	t       *testing.T
 	ctx     context.Context
+	root    string // the repository
 	dir     string // .localup/kind
 	helm    string
 	host    client.Client
@@ -79,7 +78,7 @@ func newEnv(t *testing.T) *env {
 	if dir == "" {
 		dir = filepath.Join(root, ".localup", "kind")
 	}
-	e := &env{t: t, ctx: context.Background(), dir: dir, helm: os.Getenv("HELM"), members: map[string]client.Client{}, nodeIP: map[string]string{}}
+	e := &env{t: t, ctx: context.Background(), root: root, dir: dir, helm: os.Getenv("HELM"), members: map[string]client.Client{}, nodeIP: map[string]string{}}
 	if e.helm == "" {
 		t.Fatal("HELM is not set (make test-kind sets it)")
 	}
@@ -122,19 +121,35 @@ func node(name string, args ...string) (string, error) {
 
 // apply server-side applies multi-document YAML to c.
 func (e *env) apply(c client.Client, docs string) error {
-	for _, doc := range strings.Split(docs, "\n---\n") {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			return fmt.Errorf("decode %q: %w", doc, err)
-		}
+	objs, err := decodeDocs(docs)
+	if err != nil {
+		return err
+	}
+	return e.applyObjects(c, objs)
+}
+
+func (e *env) applyObjects(c client.Client, objs []*unstructured.Unstructured) error {
+	for _, u := range objs {
 		if err := c.Patch(e.ctx, u, client.Apply, client.FieldOwner("e2e-kind"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// decodeDocs decodes multi-document YAML.
+func decodeDocs(docs string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(docs, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, fmt.Errorf("decode %q: %w", doc, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
 }
 
 // example is an application on Karmada like the demo: a Deployment of the responder divided
@@ -152,114 +167,58 @@ type example struct {
 // shutdown (the responder ends in-flight requests).
 func (ex *example) Grace() int { return ex.PreStop + 20 }
 
-var groupTemplate = template.Must(template.New("group").Parse(`
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: {{.NS}}
-  {{- if .Gated}}
-  labels: {lbfed.io/readiness-gate-inject: enabled}
-  {{- end}}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: radware, namespace: {{.NS}}}
-spec:
-  driverType: Webhook
-  url: ` + driverURL + `
-  webhooks:
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancer
-metadata: {name: web-vip, namespace: {{.NS}}}
-spec:
-  lbDriver: radware
-  lbSpec: {vip: "{{.VIP}}", port: "80", protocol: TCP, method: rr}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: BackendGroup
-metadata: {name: web, namespace: {{.NS}}}
-spec:
-  loadBalancers: [web-vip]
-  pods:
-    byLabel: {selector: {app: web}}
-    ports: [{port: 8080, protocol: TCP}]
-  parameters: {weight: "1"}
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: web, namespace: {{.NS}}}
-spec:
-  resourceSelectors:
-  - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
-  placement:
-    clusterAffinity: {clusterNames: [m1, m2]}
-`))
+// demo reads a file of examples/kind-demo, the demo hack/kind/lbfed-up.sh applies, as ex's
+// objects: in ex's namespace, on its VIP, with its replicas, gate and preStop sleep.
+func (e *env) demo(ex *example, file string) []*unstructured.Unstructured {
+	e.t.Helper()
+	g := NewWithT(e.t)
+	b, err := os.ReadFile(filepath.Join(e.root, "examples", "kind-demo", file))
+	g.Expect(err).NotTo(HaveOccurred())
+	objs, err := decodeDocs(string(b))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Namespace":
+			u.SetName(ex.NS)
+			if !ex.Gated {
+				u.SetLabels(nil)
+			}
+			continue
+		case "LoadBalancer":
+			g.Expect(unstructured.SetNestedField(u.Object, ex.VIP, "spec", "lbSpec", "vip")).To(Succeed())
+		case "Deployment":
+			dep := &appsv1.Deployment{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, dep)).To(Succeed())
+			dep.Spec.Replicas = ptr(int32(ex.Replicas))
+			dep.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr(int64(ex.Grace()))
+			c := &dep.Spec.Template.Spec.Containers[0]
+			c.Lifecycle = nil
+			if ex.PreStop > 0 {
+				c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: int64(ex.PreStop)}}}
+			}
+			u.Object, err = runtime.DefaultUnstructuredConverter.ToUnstructured(dep)
+			g.Expect(err).NotTo(HaveOccurred())
+			u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		}
+		u.SetNamespace(ex.NS)
+	}
+	return objs
+}
 
-var appTemplate = template.Must(template.New("app").Parse(`
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: {{.NS}}}
-spec:
-  replicas: {{.Replicas}}
-  selector: {matchLabels: {app: web}}
-  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: {{.Grace}}
-      automountServiceAccountToken: false
-      securityContext: {runAsNonRoot: true, runAsUser: 65532}
-      containers:
-      - name: web
-        image: ` + responder + `
-        imagePullPolicy: IfNotPresent
-        ports: [{containerPort: 8080}]
-        env:
-        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-        - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
-        - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
-        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
-        {{- if .PreStop}}
-        lifecycle: {preStop: {sleep: {seconds: {{.PreStop}}}}}
-        {{- end}}
-        securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: web-app, namespace: {{.NS}}}
-spec:
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment, name: web}
-  placement:
-    clusterAffinity: {clusterNames: [m1, m2]}
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Weighted
-      weightPreference:
-        staticWeightList:
-        - {targetCluster: {clusterNames: [m1]}, weight: 1}
-        - {targetCluster: {clusterNames: [m2]}, weight: 1}
-`))
+func ptr[T any](v T) *T { return &v }
 
 // create puts the example on Karmada: its group first, so that the members' webhook gives the
 // pods lbfed's readiness gate (it gates only pods a BackendGroup there selects).
 func (e *env) create(ex *example) {
 	e.t.Helper()
 	g := NewWithT(e.t)
-	var b bytes.Buffer
-	g.Expect(groupTemplate.Execute(&b, ex)).To(Succeed())
-	g.Expect(e.apply(e.karmada, b.String())).To(Succeed())
+	g.Expect(e.applyObjects(e.karmada, e.demo(ex, "backendgroup.yaml"))).To(Succeed())
 	for m, c := range e.members {
 		g.Eventually(func() error {
 			return c.Get(e.ctx, client.ObjectKey{Namespace: ex.NS, Name: "web"}, &lbcfv1beta1.BackendGroup{})
 		}, 2*time.Minute, time.Second).Should(Succeed(), "BackendGroup %s/web in %s", ex.NS, m)
 	}
-	b.Reset()
-	g.Expect(appTemplate.Execute(&b, ex)).To(Succeed())
-	g.Expect(e.apply(e.karmada, b.String())).To(Succeed())
+	g.Expect(e.applyObjects(e.karmada, e.demo(ex, "deployment.yaml"))).To(Succeed())
 }
 
 func (e *env) pods(g Gomega, ns, member string) []corev1.Pod {
@@ -288,17 +247,10 @@ func hasGate(p *corev1.Pod) bool {
 
 // readyPods returns "ip:8080" of a member's Ready pods of ns, sorted.
 func (e *env) readyPods(ns, member string) []string {
-	list := &corev1.PodList{}
-	if err := e.members[member].List(e.ctx, list, client.InNamespace(ns), client.MatchingLabels{"app": "web"}); err != nil {
+	out, err := deploy.ReadyBackends(e.ctx, e.members[member], ns)
+	if err != nil {
 		return nil
 	}
-	out := []string{}
-	for _, p := range list.Items {
-		if podReady(&p) && p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			out = append(out, p.Status.PodIP+":8080")
-		}
-	}
-	sort.Strings(out)
 	return out
 }
 

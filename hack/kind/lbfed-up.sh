@@ -138,49 +138,10 @@ if [ "$(host -n karmada-system get deploy lbfed-controller -o jsonpath='{.spec.t
 fi
 
 # --- 4. The demo on Karmada, as `make up` has it: gated pods with a preStop sleep, divided
-# between m1 and m2, one VIP.
+# between m1 and m2, one VIP (examples/kind-demo; its values are DRIVER_NS, DEMO_VIP and
+# RESPONDER_IMAGE of lib.sh).
 apply_demo() {
-  karmada apply -f - >/dev/null <<YAML
-apiVersion: v1
-kind: Namespace
-metadata: {name: demo, labels: {lbfed.io/readiness-gate-inject: enabled}}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancerDriver
-metadata: {name: radware, namespace: demo}
-spec:
-  driverType: Webhook
-  url: https://lbcf-elb-driver.$DRIVER_NS.svc:443
-  webhooks:
-  - {name: ensureBackend, timeout: 1m}
-  - {name: deregisterBackend, timeout: 1m}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: LoadBalancer
-metadata: {name: web-vip, namespace: demo}
-spec:
-  lbDriver: radware
-  lbSpec: {vip: "$DEMO_VIP", port: "80", protocol: TCP, method: rr}
----
-apiVersion: lbcf.tkestack.io/v1beta1
-kind: BackendGroup
-metadata: {name: web, namespace: demo}
-spec:
-  loadBalancers: [web-vip]
-  pods:
-    byLabel: {selector: {app: web}}
-    ports: [{port: 8080, protocol: TCP}]
-  parameters: {weight: "1"}
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: web, namespace: demo}
-spec:
-  resourceSelectors:
-  - {apiVersion: lbcf.tkestack.io/v1beta1, kind: BackendGroup, name: web}
-  placement:
-    clusterAffinity: {clusterNames: [m1, m2]}
-YAML
+  karmada apply -f "$REPO_ROOT/examples/kind-demo/backendgroup.yaml" >/dev/null
   # The group reaches the members before the Deployment: their webhook gives lbfed's readiness
   # gate only to pods a BackendGroup there selects.
   local m
@@ -188,49 +149,7 @@ YAML
     timeout 120 sh -c "until '$KUBECTL' --kubeconfig '$KIND_DIR/$m.kubeconfig' -n demo get bg web >/dev/null 2>&1; do sleep 1; done" ||
       die "BackendGroup demo/web did not reach $m"
   done
-  karmada apply -f - >/dev/null <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: demo}
-spec:
-  replicas: 4
-  selector: {matchLabels: {app: web}}
-  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      terminationGracePeriodSeconds: 30
-      automountServiceAccountToken: false
-      securityContext: {runAsNonRoot: true, runAsUser: 65532}
-      containers:
-      - name: web
-        image: $RESPONDER_IMAGE
-        imagePullPolicy: IfNotPresent
-        ports: [{containerPort: 8080}]
-        env:
-        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-        - {name: POD_NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
-        - {name: NODE_NAME, valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}
-        readinessProbe: {httpGet: {path: /, port: 8080}, periodSeconds: 2}
-        lifecycle: {preStop: {sleep: {seconds: 10}}}
-        securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
----
-apiVersion: policy.karmada.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: web-app, namespace: demo}
-spec:
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment, name: web}
-  placement:
-    clusterAffinity: {clusterNames: [m1, m2]}
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Weighted
-      weightPreference:
-        staticWeightList:
-        - {targetCluster: {clusterNames: [m1]}, weight: 1}
-        - {targetCluster: {clusterNames: [m2]}, weight: 1}
-YAML
+  karmada apply -f "$REPO_ROOT/examples/kind-demo/deployment.yaml" >/dev/null
 }
 stage "demo on Karmada" apply_demo
 
