@@ -1,19 +1,16 @@
 package reloadfile
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/lbfed/lbfed/servingcert"
 )
 
 // replace writes data to path the way a Secret volume update does: a new file renamed over.
@@ -61,19 +58,15 @@ func TestOpenFailsOnAMissingFile(t *testing.T) {
 
 func selfSigned(t *testing.T, cn string) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := servingcert.NewCA(cn, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	keyPEM, err = ca.KeyPEM()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kd, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	return ca.PEM, keyPEM
 }
 
 func TestKeyPairKeepsTheLastValidPairWhileOnlyOneFileIsNew(t *testing.T) {

@@ -1,23 +1,19 @@
 package bfe
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/lbfed/lbfed/servingcert"
 )
 
 // WriteLoopbackRoot writes a BFE configuration root for a BFE process on this machine, as tests
 // and demos run it: bfe.conf listening on 127.0.0.1 at the given ports (BFE ≥ 1.8.4 options) and
 // reading its routing from the store at linkDir (see BFEConfServerSection), and the TLS files BFE
-// needs even to serve HTTP (a self-signed certificate).
+// needs even to serve HTTP (a certificate of a CA made for it).
 func WriteLoopbackRoot(root string, httpPort, httpsPort, monitorPort int, linkDir string) error {
 	conf := fmt.Sprintf(`[Server]
 HttpPort = %d
@@ -42,7 +38,7 @@ SessionCacheDisabled = true
 [SessionTicket]
 SessionTicketsDisabled = true
 `, httpPort, httpsPort, monitorPort, BFEConfServerSection(linkDir))
-	cert, key, err := selfSignedPEM()
+	cert, key, err := listenerCertPEM()
 	if err != nil {
 		return err
 	}
@@ -68,21 +64,12 @@ SessionTicketsDisabled = true
 	return nil
 }
 
-// selfSignedPEM returns a self-signed ECDSA certificate and its key, PEM-encoded.
-func selfSignedPEM() (cert, key []byte, err error) {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// listenerCertPEM returns a certificate for BFE's TLS listener, which the loopback root needs
+// to start and nothing verifies, and its key, PEM-encoded.
+func listenerCertPEM() (cert, key []byte, err error) {
+	ca, err := servingcert.NewCA("lbfed-local-bfe", 24*time.Hour)
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lbfed-local-bfe"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), DNSNames: []string{"app.example.test"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		return nil, nil, err
-	}
-	kb, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
+	return ca.Issue("lbfed-local-bfe", []string{"app.example.test"}, x509.ExtKeyUsageServerAuth)
 }
