@@ -130,7 +130,7 @@ func (e *env) apply(c client.Client, docs string) error {
 
 func (e *env) applyObjects(c client.Client, objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
-		if err := c.Patch(e.ctx, u, client.Apply, client.FieldOwner("e2e-kind"), client.ForceOwnership); err != nil {
+		if err := c.Apply(e.ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("e2e-kind"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
