@@ -25,10 +25,10 @@ import (
 // lbfed.io/candidates-budget, propagated by Karmada).
 const DefaultCandidatesBudget = 1200 * 1024 / 3
 
-// reconciler never calls a driver and creates no records. For each BackendGroup it writes every selected backend, compactly, into
-// status.candidates, with status.backends, status.observedGeneration and the Ready and
-// CandidatesTruncated conditions — and nothing else, so Karmada sees a change only when the
-// backends change.
+// reconciler never calls a driver and creates no records. For each BackendGroup it writes every
+// selected backend, compactly, into status.candidates, with status.backends,
+// status.observedGeneration and the Ready and CandidatesTruncated conditions — and nothing else,
+// so Karmada sees a change only when the backends change.
 type reconciler struct {
 	client.Client
 	controller.Options
