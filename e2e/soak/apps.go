@@ -232,8 +232,3 @@ func (a *App) want(into Want, ready map[string][]string) {
 		into[bfeService] = plain
 	}
 }
-
-// readyPods returns "ip:8080" of the app's Ready pods (not terminating) in one member.
-func readyPods(ctx context.Context, c client.Client, ns string) ([]string, error) {
-	return deploy.ReadyBackends(ctx, c, ns)
-}

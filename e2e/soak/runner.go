@@ -283,7 +283,7 @@ func (r *Runner) want(ctx context.Context) (Want, error) {
 		}
 		ready := map[string][]string{}
 		for _, m := range r.names {
-			pods, err := readyPods(ctx, r.members[m], a.Namespace)
+			pods, err := deploy.ReadyBackends(ctx, r.members[m], a.Namespace)
 			if err != nil {
 				return nil, fmt.Errorf("pods of %s in %s: %w", a.Namespace, m, err)
 			}

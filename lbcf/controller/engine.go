@@ -252,13 +252,13 @@ func (o *Options) driverDelayOrDefault(d time.Duration) time.Duration {
 // that do not accept dry-run calls.
 func (o *Options) callsDriver(acceptDryRun bool) bool { return !o.DryRun || acceptDryRun }
 
-// writer performs API writes, or only logs them in dry-run mode.
 // Write runs f, a write to the API server, as the engine's own writes run: skipped under
 // DryRun, its latency in the metrics.
 func (o *Options) Write(ctx context.Context, obj client.Object, op string, f func() error) error {
 	return writer{dryRun: o.DryRun, metrics: o.Metrics}.do(ctx, obj, op, f)
 }
 
+// writer performs API writes, or only logs them in dry-run mode.
 type writer struct {
 	client.Client
 	dryRun  bool

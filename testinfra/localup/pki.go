@@ -34,12 +34,12 @@ type PKI struct {
 	// webhook servers (karmada-webhook, lbfed's webhooks) expect in their --cert-dir.
 	WebhookCertDir string
 
-	ca                               *servingcert.CA
-	caPEM, adminCertPEM, adminKeyPEM []byte
+	ca                        *servingcert.CA
+	adminCertPEM, adminKeyPEM []byte
 }
 
 // CAPEM returns the CA certificate, e.g. for a webhook configuration's caBundle.
-func (p *PKI) CAPEM() []byte { return append([]byte(nil), p.caPEM...) }
+func (p *PKI) CAPEM() []byte { return append([]byte(nil), p.ca.PEM...) }
 
 // servingHosts are the SANs of the shared serving certificate. Karmada's aggregator verifies
 // the aggregated apiserver against the Service name of its APIService even though it dials
@@ -79,7 +79,7 @@ func GeneratePKI(dir string) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.ca, p.caPEM = ca, ca.PEM
+	p.ca = ca
 	if err := writePair(p.CACert, p.CAKey, ca.PEM, caKey); err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, watch []*P
 // httpClient returns a client trusting the run's CA and presenting the admin certificate.
 func (p *PKI) httpClient() (*http.Client, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(p.caPEM) {
+	if !pool.AppendCertsFromPEM(p.ca.PEM) {
 		return nil, fmt.Errorf("parse CA of %s", p.Dir)
 	}
 	cert, err := tls.X509KeyPair(p.adminCertPEM, p.adminKeyPEM)
