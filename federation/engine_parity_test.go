@@ -38,6 +38,7 @@ func (e *env) startStoppableController(mutate ...func(*controller.Options)) (sto
 	mgr, err := ctrl.NewManager(e.cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: &skip}, Cache: testenv.UnchangedCache(e.t, federation.CacheOptions()), NewCache: watchdecode.NewCacheWithoutManagedFields, Client: controller.ClientOptions()})
 	e.g.Expect(err).NotTo(HaveOccurred())
+	mgr = testenv.ClassicQueues(e.t, mgr)
 	opts := federation.Options{Grace: time.Minute, ResyncPeriod: time.Hour, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,

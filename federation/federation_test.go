@@ -100,6 +100,7 @@ func (e *env) startController(grace time.Duration) (stop func()) {
 	mo.NewCache, mo.Client = watchdecode.NewCacheWithoutManagedFields, controller.ClientOptions()
 	mgr, err := ctrl.NewManager(cfg, mo)
 	e.g.Expect(err).NotTo(HaveOccurred())
+	mgr = testenv.ClassicQueues(e.t, mgr)
 	e.reg = prometheus.NewRegistry()
 	opts := federation.Options{Grace: grace, ResyncPeriod: time.Minute, ClusterMetrics: federation.NewMetrics(e.reg), Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),

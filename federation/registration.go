@@ -20,6 +20,7 @@ import (
 
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller"
 )
@@ -130,6 +131,6 @@ func (r *registrationReporter) setup(mgr ctrl.Manager) error {
 		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, controller.RegistrationChanged{}))).
 		Watches(&lbcfv1beta1.BackendRecord{}, records).
 		Watches(&workv1alpha2.ResourceBinding{}, groupOfBinding(), builder.WithPredicates(bindingChanged())).
-		WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(ctrlqueue.Options(ctrlcontroller.Options{MaxConcurrentReconciles: 4})).
 		Complete(r)
 }

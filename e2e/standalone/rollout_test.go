@@ -96,6 +96,7 @@ func startLBCF(t *testing.T, g Gomega, ctx context.Context) {
 		WebhookServer: webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir}),
 	})
 	g.Expect(err).NotTo(HaveOccurred())
+	mgr = testenv.ClassicQueues(t, mgr)
 	opts := controller.Options{Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbcf-e2e")}
 	g.Expect(controller.SetupStandalone(ctx, mgr, opts, time.Minute)).To(Succeed())
 	(&lbcfadmission.ReadinessGateWebhooks{Client: mgr.GetClient(), Decoder: admission.NewDecoder(scheme)}).Register(mgr.GetWebhookServer())

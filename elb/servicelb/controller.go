@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	"github.com/lbfed/lbfed/elb/radware"
 	"github.com/lbfed/lbfed/elb/radware/alteon"
 	"github.com/lbfed/lbfed/lbspec"
@@ -126,10 +127,10 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		For(&corev1.Service{}, builder.WithPredicates(serviceChanged())).
 		Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(r.serviceOfSlice)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.claimedServices), builder.WithPredicates(nodeChanged())).
-		WithOptions(controller.Options{
+		WithOptions(ctrlqueue.Options(controller.Options{
 			MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
-		}).
+		})).
 		Complete(r)
 	return r, err
 }

@@ -106,6 +106,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Cache:      testenv.UnchangedCache(t, cache.Options{}),
 	})
 	e.g.Expect(err).NotTo(HaveOccurred())
+	mgr = testenv.ClassicQueues(t, mgr)
 	_, err = servicelb.SetupWithManager(mgr, servicelb.Options{
 		Frontend: fe, ClusterName: "it", LoadBalancerClass: e.class, ClaimUnclassed: o.unclassed,
 		MaxRetries: o.maxRetries, RetryBaseDelay: 50 * time.Millisecond, RetryMaxDelay: 500 * time.Millisecond,

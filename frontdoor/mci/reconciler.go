@@ -24,11 +24,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/servicechange"
@@ -122,6 +124,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Watches(&workv1alpha2.ResourceBinding{}, namespaceMCIs, builder.WithPredicates(serviceBindings, frontdoor.PlacementUpdates())).
 		Watches(&lbcfv1beta1.LoadBalancer{}, allMCIs, builder.WithPredicates(createOrDelete)).
 		Watches(&networkingv1alpha1.MultiClusterIngress{}, allMCIs, builder.WithPredicates(predicate.Or(createOrDelete, predicate.GenerationChangedPredicate{}))).
+		WithOptions(ctrlqueue.Options(controller.Options{})).
 		Complete(r)
 	if err != nil {
 		return nil, err

@@ -91,6 +91,7 @@ func newEnv(t *testing.T) *env {
 	e.ns = e.namespace()
 	mgr, err := ctrl.NewManager(cfg, lbenv.ManagerOptions(scheme, testenv.UnchangedCache(t, frontdoor.CacheOptions())))
 	e.g.Expect(err).NotTo(HaveOccurred())
+	mgr = testenv.ClassicQueues(t, mgr)
 	_, err = mci.Setup(mgr, mci.Options{Driver: driver, Address: address, Recorder: mgr.GetEventRecorder("lbfed-mci-test"), RetryAfter: 200 * time.Millisecond})
 	e.g.Expect(err).NotTo(HaveOccurred())
 	done := make(chan error, 1)

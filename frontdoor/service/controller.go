@@ -18,11 +18,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	"github.com/lbfed/lbfed/frontdoor"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/servicechange"
@@ -99,6 +101,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Owns(&policyv1alpha1.PropagationPolicy{}).
 		Watches(&lbcfv1beta1.LoadBalancer{}, frontdoor.LoadBalancerEvents(owner, r.enqueueRefused)).
 		Watches(&workv1alpha2.ResourceBinding{}, ofBinding, builder.WithPredicates(frontdoor.PlacementUpdates())).
+		WithOptions(ctrlqueue.Options(controller.Options{})).
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("frontdoor-service controller: %w", err)
@@ -249,6 +252,7 @@ func SetupMember(mgr ctrl.Manager, opts MemberOptions) error {
 			_, ok := o.GetAnnotations()[AnnotationIngress]
 			return ok
 		}))).
+		WithOptions(ctrlqueue.Options(controller.Options{})).
 		Complete(r)
 }
 

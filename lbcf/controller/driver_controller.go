@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/driver"
 )
@@ -30,10 +31,10 @@ func (r *driverReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("loadbalancerdriver").
 		For(&lbcfv1beta1.LoadBalancerDriver{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{
+		WithOptions(ctrlqueue.Options(controller.Options{
 			MaxConcurrentReconciles: r.DriverWorkers, RateLimiter: r.rateLimiter(),
-			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindLoadBalancerDriver),
-		}).
+			NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindLoadBalancerDriver),
+		})).
 		Complete(r)
 }
 
@@ -86,5 +87,3 @@ func (r *driverReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	return res, nil
 }
-
-func ptrTo[T any](v T) *T { return &v }

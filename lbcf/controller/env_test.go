@@ -89,6 +89,7 @@ func (e *env) startMode(opts controller.Options, setup func(context.Context, ctr
 	mo.NewCache, mo.Client = watchdecode.NewCacheWithoutManagedFields, controller.ClientOptions()
 	mgr, err := ctrl.NewManager(e.cfg, mo)
 	e.g.Expect(err).NotTo(HaveOccurred())
+	mgr = testenv.ClassicQueues(e.t, mgr)
 	if opts.Invoker == nil {
 		opts.Invoker = driver.NewClient(driver.ClientOptions{})
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller/internal/budget"
 	"github.com/lbfed/lbfed/lbcf/driver"
@@ -74,10 +75,10 @@ func (r *loadBalancerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
 		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{
+		WithOptions(ctrlqueue.Options(controller.Options{
 			MaxConcurrentReconciles: r.LoadBalancerWorkers, RateLimiter: r.rateLimiter(),
-			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindLoadBalancer),
-		}).
+			NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindLoadBalancer),
+		})).
 		Complete(r)
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 )
 
@@ -200,7 +201,7 @@ func (r *readinessGateReconciler) SetupWithManager(mgr ctrl.Manager, records boo
 		}))).
 		Watches(&lbcfv1beta1.BackendGroup{}, podsOfGroup, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, RegistrationChanged{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 8})
+		WithOptions(ctrlqueue.Options(controller.Options{MaxConcurrentReconciles: 8}))
 	if records {
 		b = b.Watches(&lbcfv1beta1.BackendRecord{}, handler.Funcs{
 			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/lbfed/lbfed/ctrlqueue"
 	lbcfv1beta1 "github.com/lbfed/lbfed/lbcf/api/v1beta1"
 	"github.com/lbfed/lbfed/lbcf/controller/internal/budget"
 	"github.com/lbfed/lbfed/lbcf/controller/internal/pace"
@@ -211,10 +212,10 @@ func (r *backendGroupReconciler) SetupWithManager(mgr ctrl.Manager, watches ...W
 		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, policyAnnotationsChanged()))).
 		Watches(&lbcfv1beta1.LoadBalancer{}, groupsOfLB).
 		Watches(&lbcfv1beta1.BackendRecord{}, r.pacer.OwnerHandler(), builder.WithPredicates(recordCountChanged())).
-		WithOptions(controller.Options{
+		WithOptions(ctrlqueue.Options(controller.Options{
 			MaxConcurrentReconciles: r.BackendGroupWorkers, RateLimiter: r.rateLimiter(),
-			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
-		})
+			NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
+		}))
 	for _, w := range watches {
 		b = w(b)
 	}
@@ -277,10 +278,10 @@ func (r *backendRecordReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})).
 		// Records waiting for their backend, a driver slot or another holder of their address.
 		WatchesRawSource(source.Channel(r.wakeups.Events(), &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{
+		WithOptions(ctrlqueue.Options(controller.Options{
 			MaxConcurrentReconciles: r.BackendRecordWorkers, RateLimiter: r.rateLimiter(),
-			UsePriorityQueue: ptrTo(false), NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendRecord),
-		}).
+			NewQueue: r.Metrics.newQueue(lbcfv1beta1.KindBackendRecord),
+		})).
 		Complete(r)
 }
 
@@ -342,10 +343,10 @@ func SetupReporter(ctx context.Context, mgr ctrl.Manager, opts Options, r reconc
 		Named("backendgroup-member").
 		// Annotations carry the federation's report requests and budgets.
 		For(&lbcfv1beta1.BackendGroup{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{
+		WithOptions(ctrlqueue.Options(controller.Options{
 			MaxConcurrentReconciles: opts.BackendGroupWorkers, RateLimiter: opts.rateLimiter(),
-			UsePriorityQueue: ptrTo(false), NewQueue: opts.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
-		})
+			NewQueue: opts.Metrics.newQueue(lbcfv1beta1.KindBackendGroup),
+		}))
 	for _, w := range LocalWatches(mgr.GetClient()) {
 		b = w(b)
 	}

@@ -118,6 +118,7 @@ func (e *Env) Start(setup func(mgr ctrl.Manager) error) {
 	cache.DefaultNamespaces = map[string]ctrlcache.Config{e.NS: {}}
 	mgr, err := ctrl.NewManager(e.Cfg, lbenv.ManagerOptions(Scheme, cache))
 	e.G.Expect(err).NotTo(gomega.HaveOccurred())
+	mgr = testenv.ClassicQueues(e.T, mgr)
 	_, err = federation.Setup(e.Ctx, mgr, federation.Options{Grace: time.Minute, ResyncPeriod: time.Minute, Options: controller.Options{
 		Invoker: driver.NewClient(driver.ClientOptions{}), Recorder: mgr.GetEventRecorder("lbfed-test"),
 		MinRetryDelay: 200 * time.Millisecond, RetryDelayStep: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second,
