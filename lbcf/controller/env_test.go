@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -207,6 +208,19 @@ func (e *env) records(bg string) []lbcfv1beta1.BackendRecord {
 	list := &lbcfv1beta1.BackendRecordList{}
 	e.g.Expect(e.c.List(e.ctx, list, client.InNamespace(e.ns), client.MatchingLabels{lbcfv1beta1.LabelGroupName: bg})).To(Succeed())
 	return list.Items
+}
+
+// update writes obj changed by mutate, reading obj again first, and again when a controller's
+// write (a status) came in between.
+func (e *env) update(obj client.Object, mutate func()) {
+	e.t.Helper()
+	e.g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.c.Get(e.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		return e.c.Update(e.ctx, obj)
+	})).To(Succeed())
 }
 
 func (e *env) group(name string) *lbcfv1beta1.BackendGroup {

@@ -130,8 +130,9 @@ func TestMemberFollowsFederationAnnotations(t *testing.T) {
 	// The federation shares the binding among many members: 200 bytes each, and asks for a fresh
 	// report. Annotations change no generation: the member must react to them all the same.
 	bg := e.group("web")
-	bg.Annotations = map[string]string{lbcfv1beta1.AnnotationCandidatesBudget: "200", lbcfv1beta1.AnnotationReportRequest: "1764000000123"}
-	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	e.update(bg, func() {
+		bg.Annotations = map[string]string{lbcfv1beta1.AnnotationCandidatesBudget: "200", lbcfv1beta1.AnnotationReportRequest: "1764000000123"}
+	})
 	g.Eventually(func(g Gomega) {
 		bg := e.group("web")
 		g.Expect(bg.Status.ReportRequest).To(Equal("1764000000123"))

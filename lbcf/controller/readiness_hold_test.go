@@ -137,8 +137,7 @@ func TestReadinessPanicThreshold(t *testing.T) {
 
 	// The group turns the threshold off: they go at once.
 	bg := e.group("web")
-	bg.Annotations = map[string]string{lbcfv1beta1.AnnotationReadinessPanicThreshold: "0"}
-	e.g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	e.update(bg, func() { bg.Annotations = map[string]string{lbcfv1beta1.AnnotationReadinessPanicThreshold: "0"} })
 	e.g.Eventually(e.backends(id), wait).Should(BeEmpty())
 	e.g.Eventually(e.condition("web", lbcfv1beta1.BackendGroupReadinessPanic), wait).Should(HaveField("Status", metav1.ConditionFalse))
 	t.Logf("six pods turned not Ready one after the other: %d stayed registered", held)

@@ -45,8 +45,7 @@ func TestWholeRecordWritesKeepTheBackendLabel(t *testing.T) {
 	// The group writes new parameters into its records (an update of the whole record).
 	for _, grp := range []string{"web", "static"} {
 		bg := e.group(grp)
-		bg.Spec.Parameters = map[string]string{"weight": "5"}
-		g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+		e.update(bg, func() { bg.Spec.Parameters = map[string]string{"weight": "5"} })
 		g.Eventually(func(g Gomega) {
 			br := e.records(grp)[0]
 			g.Expect(br.Spec.Parameters).To(Equal(map[string]string{"weight": "5"}))

@@ -53,17 +53,15 @@ func TestLifecycleCallsEveryWebhook(t *testing.T) {
 
 	// injectedInfo is sent back on later calls: change parameters → ensureBackend again with it.
 	bg := e.group("web")
-	bg.Spec.Parameters = map[string]string{"weight": "5"}
-	g.Expect(e.c.Update(e.ctx, bg)).To(Succeed())
+	e.update(bg, func() { bg.Spec.Parameters = map[string]string{"weight": "5"} })
 	g.Eventually(func() map[string]string { lb, _ := e.drv.LoadBalancer(id); return lb.Backends["10.1.0.2:443"] }, wait).Should(Equal(map[string]string{"weight": "5"}))
 	last := e.drv.Calls(driver.EnsureBackend)
 	g.Expect(last[len(last)-1].Request.(*driver.BackendOperationRequest).InjectedInfo).To(HaveKey("backendID"))
 
 	// Attributes change → ensureLoadBalancer (the original skipped it).
 	cur := &lbcfv1beta1.LoadBalancer{}
-	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "lb1"}, cur)).To(Succeed())
-	cur.Spec.Attributes = map[string]string{"a": "2"}
-	g.Expect(e.c.Update(e.ctx, cur)).To(Succeed())
+	cur.Namespace, cur.Name = e.ns, "lb1"
+	e.update(cur, func() { cur.Spec.Attributes = map[string]string{"a": "2"} })
 	g.Eventually(func() map[string]string { lb, _ := e.drv.LoadBalancer(id); return lb.Attributes }, wait).Should(Equal(map[string]string{"a": "2"}))
 	ens := e.drv.Calls(driver.EnsureLoadBalancer)
 	g.Expect(ens[len(ens)-1].Request.(*driver.EnsureLoadBalancerRequest).LBInfo).To(HaveKeyWithValue(memdriver.LBIDKey, id), "ensureLoadBalancer sends lbInfo")
@@ -255,9 +253,8 @@ func TestSharedLoadBalancerAcrossNamespaces(t *testing.T) {
 
 	// Out of scope: the backends go.
 	cur := &lbcfv1beta1.LoadBalancer{}
-	g.Expect(e.c.Get(e.ctx, client.ObjectKey{Namespace: sys, Name: lbName}, cur)).To(Succeed())
-	cur.Spec.Scope = []string{"somewhere-else"}
-	g.Expect(e.c.Update(e.ctx, cur)).To(Succeed())
+	cur.Namespace, cur.Name = sys, lbName
+	e.update(cur, func() { cur.Spec.Scope = []string{"somewhere-else"} })
 	g.Eventually(e.backends(id), wait).Should(BeEmpty(), "a scope change reaches groups in other namespaces at once, not on resync")
 }
 
