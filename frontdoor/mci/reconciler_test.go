@@ -97,7 +97,7 @@ func newEnv(t *testing.T) *env {
 	done := make(chan error, 1)
 	mctx, mcancel := context.WithCancel(ctx)
 	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() { mcancel(); <-done })
+	t.Cleanup(func() { mcancel(); testenv.WaitStopped(t, done) })
 	return e
 }
 

@@ -128,7 +128,7 @@ func (e *Env) Start(setup func(mgr ctrl.Manager) error) {
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(e.Ctx)
 	go func() { done <- mgr.Start(ctx) }()
-	e.T.Cleanup(func() { cancel(); <-done })
+	e.T.Cleanup(func() { cancel(); testenv.WaitStopped(e.T, done) })
 }
 
 // ServicePort is a shorthand for a Service port with a numeric target port (0: same as port).
