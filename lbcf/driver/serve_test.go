@@ -21,10 +21,7 @@ import (
 )
 
 // testCA signs certificates for the tests.
-type testCA struct {
-	*servingcert.CA
-	pem []byte
-}
+type testCA struct{ *servingcert.CA }
 
 func newTestCA(t testing.TB, cn string) *testCA {
 	t.Helper()
@@ -32,7 +29,7 @@ func newTestCA(t testing.TB, cn string) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testCA{CA: ca, pem: ca.PEM}
+	return &testCA{ca}
 }
 
 // issue returns a PEM certificate and key for cn at 127.0.0.1 with the given extended usage.
@@ -92,8 +89,8 @@ func startAuthFixture(t *testing.T, allowed ...string) *authFixture {
 	crt, key := f.serverCA.issue(t, "driver", x509.ExtKeyUsageServerAuth)
 	writeFile(t, f.path("tls.crt"), crt)
 	writeFile(t, f.path("tls.key"), key)
-	writeFile(t, f.path("client-ca.crt"), f.clientCA.pem)
-	writeFile(t, f.path("serving-ca.crt"), f.serverCA.pem)
+	writeFile(t, f.path("client-ca.crt"), f.clientCA.PEM)
+	writeFile(t, f.path("serving-ca.crt"), f.serverCA.PEM)
 	srv, err := NewServer(NewHandler(f.driver, HandlerOptions{}), ServerOptions{
 		CertFile: f.path("tls.crt"), KeyFile: f.path("tls.key"), ClientCAFiles: []string{f.path("client-ca.crt")},
 		AllowedClientNames: allowed, Registerer: prometheus.NewRegistry(), Log: logr.Discard()})
@@ -212,7 +209,7 @@ func TestServerRefusesToServeUnauthenticatedUnlessTold(t *testing.T) {
 	crt, key := ca.issue(t, "driver", x509.ExtKeyUsageServerAuth)
 	writeFile(t, filepath.Join(dir, "tls.crt"), crt)
 	writeFile(t, filepath.Join(dir, "tls.key"), key)
-	writeFile(t, filepath.Join(dir, "ca.crt"), ca.pem)
+	writeFile(t, filepath.Join(dir, "ca.crt"), ca.PEM)
 	tlsFiles := ServerOptions{CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key")}
 	cases := []struct {
 		name string
@@ -256,7 +253,7 @@ func TestServerAndClientFollowRotatedCertificates(t *testing.T) {
 	writeFile(t, f.path("tls.crt"), crt)
 	writeFile(t, f.path("tls.key"), key)
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(f.serverCA.pem)
+	pool.AppendCertsFromPEM(f.serverCA.PEM)
 	conn, err := tls.Dial("tcp", f.url[len("https://"):], &tls.Config{RootCAs: pool})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(conn.ConnectionState().PeerCertificates[0].Subject.CommonName).To(Equal("driver-renewed"))
@@ -264,7 +261,7 @@ func TestServerAndClientFollowRotatedCertificates(t *testing.T) {
 
 	// A new client CA: the old client certificate is refused from the next call on…
 	newCA := newTestCA(t, "client-ca-2")
-	writeFile(t, f.path("client-ca.crt"), newCA.pem)
+	writeFile(t, f.path("client-ca.crt"), newCA.PEM)
 	err = f.deregister(c)
 	g.Expect(statusOf(err)).To(Equal(403), "%v", err)
 	// …and the same client, once its certificate files are replaced, is accepted again.
@@ -277,9 +274,9 @@ func TestServerAndClientFollowRotatedCertificates(t *testing.T) {
 	crt, key = otherServing.issue(t, "driver-3", x509.ExtKeyUsageServerAuth)
 	writeFile(t, f.path("tls.crt"), crt)
 	writeFile(t, f.path("tls.key"), key)
-	writeFile(t, f.path("serving-ca.crt"), newTestCA(t, "unrelated").pem)
+	writeFile(t, f.path("serving-ca.crt"), newTestCA(t, "unrelated").PEM)
 	g.Expect(f.deregister(c)).To(MatchError(ContainSubstring("certificate signed by unknown authority")), "the client verifies against the file's new content")
-	writeFile(t, f.path("serving-ca.crt"), otherServing.pem)
+	writeFile(t, f.path("serving-ca.crt"), otherServing.PEM)
 	g.Expect(f.deregister(c)).To(Succeed())
 	g.Expect(f.driver.count()).To(Equal(3))
 }
@@ -300,12 +297,12 @@ func BenchmarkServerCall(b *testing.B) {
 				crt, key := f.serverCA.issue(t, "driver", x509.ExtKeyUsageServerAuth)
 				writeFile(t, f.path("tls.crt"), crt)
 				writeFile(t, f.path("tls.key"), key)
-				writeFile(t, f.path("serving-ca.crt"), f.serverCA.pem)
+				writeFile(t, f.path("serving-ca.crt"), f.serverCA.PEM)
 				opts.CertFile, opts.KeyFile = f.path("tls.crt"), f.path("tls.key")
 				files.CAFile = f.path("serving-ca.crt")
 			}
 			if mode == "mutual-tls" {
-				writeFile(t, f.path("client-ca.crt"), f.clientCA.pem)
+				writeFile(t, f.path("client-ca.crt"), f.clientCA.PEM)
 				f.writeClientCert(t, "controller", f.clientCA, "lbfed-controller", x509.ExtKeyUsageClientAuth)
 				opts.ClientCAFiles = []string{f.path("client-ca.crt")}
 				opts.AllowedClientNames = []string{"lbfed-controller"}
